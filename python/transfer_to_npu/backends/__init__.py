@@ -1,0 +1,45 @@
+"""Choosing the NPU the migration targets.
+
+``TRANSFER_TO_NPU_BACKEND``: ``auto`` (default: ``torch_npu`` when it
+imports, else the virtual NPU), ``torch_npu`` or ``virtual``.  Both make
+the ``npu`` device and ``torch.npu`` exist; the mapping table is the same.
+"""
+
+import os
+import warnings
+
+CHOICES = ("auto", "torch_npu", "virtual")
+
+
+def requested():
+    value = os.environ.get("TRANSFER_TO_NPU_BACKEND", "auto").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ValueError(
+            f"TRANSFER_TO_NPU_BACKEND must be one of {', '.join(CHOICES)}, got "
+            f"{os.environ.get('TRANSFER_TO_NPU_BACKEND')!r}")
+    return value
+
+
+def install():
+    """Install the requested backend; return its name."""
+    from . import torch_npu as real
+    from . import virtual
+
+    choice = requested()
+    if choice == "virtual":
+        virtual.install()
+        return virtual.NAME
+    ok, error = real.available()
+    if ok:
+        real.install()
+        return real.NAME
+    if choice == "torch_npu":
+        raise ImportError(
+            f"TRANSFER_TO_NPU_BACKEND=torch_npu but torch_npu cannot be imported: {error}")
+    if not isinstance(error, ModuleNotFoundError) or error.name != "torch_npu":
+        # Installed but broken: say so, then still run on the virtual NPU.
+        warnings.warn(
+            f"transfer_to_npu: torch_npu is installed but failed to import ({error}); "
+            f"using the virtual NPU", RuntimeWarning, stacklevel=3)
+    virtual.install()
+    return virtual.NAME

@@ -1,0 +1,314 @@
+"""How ops run on the virtual NPU.
+
+Most ops take the C core's generic path (``_C.host_call``, the PrivateUse1
+fallback): npu arguments are aliased as cpu tensors, the cpu kernel runs,
+results are aliased back.  The ops here need more than that:
+
+* views must share their base's npu storage, so they are rebuilt on the npu
+  from the geometry the cpu view computes (``alias`` + ``as_strided_``);
+* copies between devices, resizing and ``set_`` change which memory an npu
+  tensor points at, which a cpu alias cannot do;
+* the ``*_overrideable`` convolutions are how torch hands convolutions to a
+  custom device; they run as the host's own ``convolution``.
+"""
+
+import functools
+
+import torch
+
+from ... import _C
+from . import storage
+
+aten = torch.ops.aten
+
+# Registrations live as long as these libraries do.
+_libraries = []
+
+
+def _is_npu(t):
+    return isinstance(t, torch.Tensor) and t.device.type == "npu"
+
+
+def _host(t):
+    return _C.to_host(t) if _is_npu(t) else t
+
+
+# --- views ----------------------------------------------------------------
+
+def _alias_as(base, size, stride, offset):
+    """An npu view of ``base``'s storage: same storage object, new
+    geometry."""
+    view = aten.alias.default(base)
+    aten.as_strided_.default(view, size, stride, offset)
+    return view
+
+
+def _view_of(base, host_base, view):
+    """The npu counterpart of ``view``, a cpu view of ``host_base`` (the
+    host alias of ``base``, whose storage starts at base's first byte)."""
+    if view.dtype == base.dtype:
+        return _alias_as(base, view.size(), view.stride(),
+                         base.storage_offset() + view.storage_offset())
+    # A dtype-reinterpreting view: reinterpret the whole storage, then place.
+    itemsize = view.element_size()
+    byte_offset = (base.storage_offset() * base.element_size()
+                   + view.storage_offset() * itemsize)
+    nbytes = base.untyped_storage().nbytes()
+    whole = _alias_as(base, (nbytes // base.element_size(),), (1,), 0)
+    flat = aten.view.dtype(aten.view.dtype(whole, torch.uint8)[:nbytes - nbytes % itemsize],
+                           view.dtype)
+    aten.as_strided_.default(flat, view.size(), view.stride(), byte_offset // itemsize)
+    return flat
+
+
+def _rebase(out, base, host_base):
+    if isinstance(out, torch.Tensor):
+        return _view_of(base, host_base, out)
+    if isinstance(out, (list, tuple)):
+        return type(out)(_rebase(o, base, host_base) for o in out)
+    return out
+
+
+def _view_base_position(schema):
+    """Index of the argument whose storage the view returns alias."""
+    for ret in schema.returns:
+        if ret.alias_info is not None and not ret.alias_info.is_write:
+            sets = ret.alias_info.before_set
+            for i, arg in enumerate(schema.arguments):
+                if arg.alias_info is not None and arg.alias_info.before_set & sets:
+                    return i
+    return None
+
+
+def _make_view(op, base_pos):
+    base_name = op._schema.arguments[base_pos].name
+
+    def view(op, *args, **kwargs):
+        base = args[base_pos] if base_pos < len(args) else kwargs[base_name]
+        host_base = _C.to_host(base)
+        host_args = [host_base if a is base else _host(a) for a in args]
+        host_kwargs = {k: host_base if v is base else _host(v) for k, v in kwargs.items()}
+        return _rebase(op._op(*host_args, **host_kwargs), base, host_base)
+
+    return view
+
+
+def _as_strided(self, size, stride, storage_offset=None):
+    # The hottest view: no host round trip needed.
+    return _alias_as(self, size, stride,
+                     self.storage_offset() if storage_offset is None else storage_offset)
+
+
+# --- copies, resizing, set_ -----------------------------------------------
+
+def _copy_from(self, dst, non_blocking=False):
+    _host(dst).copy_(_host(self), non_blocking)
+    return dst
+
+
+def _copy_from_and_resize(self, dst):
+    if dst.shape != self.shape:
+        dst.resize_(self.shape)
+    return _copy_from(self, dst)
+
+
+def _contiguous_strides(size, memory_format):
+    if memory_format == torch.channels_last and len(size) == 4:
+        n, c, h, w = size
+        return [h * w * c, 1, w * c, c]
+    if memory_format == torch.channels_last_3d and len(size) == 5:
+        n, c, d, h, w = size
+        return [d * h * w * c, 1, h * w * c, w * c, c]
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return strides[::-1]
+
+
+def _extent(size, stride):
+    """Elements spanned by a strided geometry."""
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((s - 1) * abs(st) for s, st in zip(size, stride))
+
+
+def _point_at(self, new):
+    """Make ``self`` (keeping its identity, grad and version counter) use
+    ``new``'s storage and geometry."""
+    torch._C.TensorBase.data.__set__(self, new)
+
+
+def _resize_(self, size, memory_format=None):
+    size = [int(s) for s in size]
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {size}")
+    stride = _contiguous_strides(size, memory_format)
+    offset = self.storage_offset()
+    needed = (offset + _extent(size, stride)) * self.element_size()
+    if needed > self.untyped_storage().nbytes():
+        # Grow: new npu memory keeping the old bytes, as a cpu resize does.
+        grown = torch.empty(needed // self.element_size(), dtype=self.dtype, device=self.device)
+        old_bytes = self.untyped_storage().nbytes()
+        if old_bytes:
+            whole = storage.tensor_over(self.untyped_storage(), self.device.index)
+            _C.to_host(aten.view.dtype(grown, torch.uint8))[:old_bytes].copy_(
+                _C.to_host(whole))
+        _point_at(self, _alias_as(grown, size, stride, offset))
+    else:
+        aten.as_strided_.default(self, size, stride, offset)
+    return self
+
+
+def _set_storage(self, source, storage_offset=0, size=None, stride=None):
+    source = getattr(source, "_untyped_storage", source)
+    if size is None:
+        size = [source.nbytes() // self.element_size()]
+    size = list(size)
+    if not stride:
+        stride = _contiguous_strides(size, None)
+    if source.device.type != "npu":
+        raise RuntimeError(
+            f"set_: expected an npu storage for an npu tensor, got a {source.device} storage")
+    whole = storage.tensor_over(source, source.device.index)
+    usable = source.nbytes() - source.nbytes() % self.element_size()
+    typed = aten.view.dtype(whole[:usable], self.dtype)
+    _point_at(self, _alias_as(typed, size, stride, storage_offset))
+    return self
+
+
+def _set_tensor(self, source):
+    _point_at(self, aten.alias.default(source))
+    return self
+
+
+def _set_empty(self):
+    _point_at(self, torch.empty(0, dtype=self.dtype, device=self.device))
+    return self
+
+
+def _host_value(v):
+    if isinstance(v, torch.Tensor):
+        return _host(v)
+    if isinstance(v, torch.device):
+        return torch.device("cpu") if v.type == "npu" else v
+    if isinstance(v, (list, tuple)):
+        return type(v)(_host_value(x) for x in v)
+    return v
+
+
+def _npu_index(values):
+    for v in values:
+        if _is_npu(v):
+            return v.device.index
+        if isinstance(v, (list, tuple)):
+            found = _npu_index(v)
+            if found is not None:
+                return found
+    return None
+
+
+def resize_retry(op, *args, **kwargs):
+    """Rerun an op whose cpu kernel had to grow an out= tensor: its host
+    alias cannot grow, so the kernel gets fresh cpu outputs and each npu
+    out= tensor is then pointed at its result's memory."""
+    outs = {a.name for a in op._schema.arguments if a.is_out}
+    index = _npu_index(list(args) + list(kwargs.values()))
+    fresh = []
+
+    def host_arg(name, v):
+        if name in outs and _is_npu(v):
+            cpu = torch.empty(0, dtype=v.dtype)
+            fresh.append((v, cpu))
+            return cpu
+        return _host_value(v)
+
+    names = [a.name for a in op._schema.arguments]
+    host_args = [host_arg(names[i], v) for i, v in enumerate(args)]
+    host_kwargs = {k: host_arg(k, v) for k, v in kwargs.items()}
+    result = op._op(*host_args, **host_kwargs)
+    moved = {}
+    for npu_t, cpu_t in fresh:
+        _point_at(npu_t, _C.to_device(cpu_t, npu_t.device.index))
+        moved[id(cpu_t)] = npu_t
+
+    def back(r):
+        if isinstance(r, torch.Tensor):
+            if id(r) in moved:
+                return moved[id(r)]
+            if r.device.type == "cpu":
+                return _C.to_device(r, index if index is not None else 0)
+            return r
+        if isinstance(r, (list, tuple)):
+            return type(r)(back(x) for x in r)
+        return r
+
+    return back(result)
+
+
+# --- convolutions ---------------------------------------------------------
+
+def _convolution(*args):
+    return _C.host_run(aten.convolution_overrideable.default, aten.convolution.default._op,
+                       *args)
+
+
+def _convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    bias_sizes = [grad_output.size(1)]
+    return _C.host_run(aten.convolution_backward_overrideable.default,
+                       aten.convolution_backward.default._op, grad_output, input, weight,
+                       bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+                       output_mask)
+
+
+def _record_stream(self, stream):
+    pass
+
+
+# Ops whose composite implementation calls a kernel stub directly, which a
+# Python-defined device cannot provide: they run on the host whole.
+_HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta", "mse_loss")
+
+
+def _host_override(qualified):
+    name, _, overload = qualified.partition(".")
+    op = getattr(getattr(aten, name), overload or "default")
+    return functools.partial(_C.host_run, op, op._op)
+
+
+# --- registration ---------------------------------------------------------
+
+_IMPLS = {
+    "as_strided": _as_strided,
+    "_copy_from": _copy_from,
+    "_copy_from_and_resize": _copy_from_and_resize,
+    "resize_": _resize_,
+    "set_.source_Storage": _set_storage,
+    "set_.source_Storage_storage_offset": _set_storage,
+    "set_.source_Tensor": _set_tensor,
+    "set_": _set_empty,
+    "convolution_overrideable": _convolution,
+    "convolution_backward_overrideable": _convolution_backward,
+    "record_stream": _record_stream,
+}
+
+
+def classify(op):
+    """For an op first seen by the generic path: a handler, or None to run
+    it generically."""
+    base_pos = _view_base_position(op._schema)
+    if base_pos is not None:
+        return _make_view(op, base_pos)
+    return None
+
+
+def register():
+    lib = torch.library.Library("aten", "IMPL")
+    for name, fn in _IMPLS.items():
+        lib.impl(name, fn, "PrivateUse1")
+    for name in _HOST_OVERRIDES:
+        lib.impl(name, _host_override(name), "PrivateUse1")
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(_C.host_call, "PrivateUse1")
+    _libraries.extend([lib, fallback])

@@ -1,0 +1,136 @@
+"""Streams and events of the virtual NPU.
+
+Every op of the virtual NPU runs synchronously on the host, so a stream is
+an ordering the host already keeps and an event's timestamp is exact: it is
+taken when the event is recorded.
+"""
+
+import threading
+import time
+
+from . import devices
+
+__all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
+           "StreamContext"]
+
+
+class Stream:
+    """A queue of work on a virtual NPU (``torch.npu.Stream``)."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.device = devices.as_device(device)
+        self.priority = priority
+
+    @property
+    def device_index(self):
+        return self.device.index
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def wait_stream(self, stream):
+        pass
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other is self
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        return f"<torch.npu.Stream device={self.device} at {id(self):#x}>"
+
+
+class Event:
+    """A point in a stream, with its host time when timing is enabled
+    (``torch.npu.Event``)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+        self.blocking = blocking
+        self.interprocess = interprocess
+        self._time = None
+
+    def record(self, stream=None):
+        self._time = time.perf_counter()
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end_event):
+        """Milliseconds between this event and ``end_event``."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time: both events must be created with enable_timing=True")
+        if self._time is None or end_event._time is None:
+            raise RuntimeError("elapsed_time: both events must be recorded first")
+        return (end_event._time - self._time) * 1000.0
+
+    def __repr__(self):
+        state = "recorded" if self._time is not None else "not recorded"
+        return f"<torch.npu.Event {state}>"
+
+
+_default_streams = {}
+_local = threading.local()
+
+
+def default_stream(device=None):
+    index = devices.as_device(device).index
+    stream_ = _default_streams.get(index)
+    if stream_ is None:
+        stream_ = _default_streams.setdefault(index, Stream(index))
+    return stream_
+
+
+def current_stream(device=None):
+    index = devices.as_device(device).index
+    current = getattr(_local, "streams", {}).get(index)
+    return current if current is not None else default_stream(index)
+
+
+def set_stream(stream_):
+    if stream_ is None:
+        return
+    if not hasattr(_local, "streams"):
+        _local.streams = {}
+    _local.streams[stream_.device.index] = stream_
+
+
+class StreamContext:
+    """``with torch.npu.stream(s):``: make ``s`` the current stream."""
+
+    def __init__(self, stream_):
+        self.stream = stream_
+        self._previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self._previous = current_stream(self.stream.device)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            set_stream(self._previous)
+        return False
+
+
+def stream(stream_):
+    return StreamContext(stream_)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install what building and testing transfer_to_npu needs, skipping what is
+# already there: Debian packages (check, uthash, pkg-config; valgrind and
+# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build and pytest.
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+APT_PACKAGES=(check uthash-dev pkg-config)
+[ "${WITH_TOOLS:-0}" = 1 ] && APT_PACKAGES+=(valgrind clang libclang-rt-14-dev)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else
+        echo "install-deps: need root to install ${missing[*]}" >&2; exit 1
+    fi
+    echo "install-deps: apt-get install ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Never ask pip for plain "torch": that resolves to a CUDA build of several GB.
+if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+    echo "install-deps: pip install torch==$TORCH_VERSION"
+    "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
+fi
+"$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest

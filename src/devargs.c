@@ -1,0 +1,205 @@
+/* Rewriting one argument value: device specifications and process-group
+ * backends.  The decisions are made by the pure-C parser (devspec.c); this
+ * file turns them into Python objects, cached so that the rewriting path
+ * allocates nothing. */
+#include "state.h"
+
+/* ------------------------------------------------------------------------- */
+
+int
+ttn_kwname_is(PyObject *name, PyObject *interned)
+{
+    /* Keyword names from compiled code are interned, so identity decides
+     * almost always; a name built at run time is compared by value. */
+    if (name == interned)
+        return 1;
+    if (PyUnicode_CHECK_INTERNED(name))
+        return 0;
+    return PyUnicode_Compare(name, interned) == 0;
+}
+
+/* ------------------------------------------------------------------------- */
+
+PyObject *
+ttn_npu_string(ttn_state *st, int index)
+{
+    char buf[TTN_DEVSTR_MAX];
+    PyObject **slot;
+
+    if (index < -1 || index > TTN_MAX_DEVICE_INDEX) {
+        PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
+        return NULL;
+    }
+    slot = &st->npu_strings[index + 1];
+    if (*slot == NULL) {
+        size_t n = ttn_devspec_format_npu(index, buf, sizeof(buf));
+
+        if (n == 0) {
+            PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
+            return NULL;
+        }
+        *slot = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)n);
+        if (*slot == NULL)
+            return NULL;
+        PyUnicode_InternInPlace(slot);
+    }
+    return *slot;
+}
+
+/* ------------------------------------------------------------------------- */
+
+PyObject *
+ttn_npu_device(ttn_state *st, int index)
+{
+    PyObject **slot;
+
+    if (index < -1 || index > TTN_MAX_DEVICE_INDEX) {
+        PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
+        return NULL;
+    }
+    slot = &st->npu_devices[index + 1];
+    if (*slot == NULL) {
+        if (st->device_type == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "torch.device is not known yet");
+            return NULL;
+        }
+        if (index < 0)
+            *slot = PyObject_CallFunction((PyObject *)st->device_type, "O", st->str_npu);
+        else
+            *slot = PyObject_CallFunction((PyObject *)st->device_type, "Oi", st->str_npu, index);
+    }
+    return *slot;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static int
+raise_invalid(ttn_state *st, PyObject *value, PyObject *argname, ttn_entry *entry)
+{
+    if (argname != NULL && entry != NULL)
+        PyErr_Format(st->invalid_device_error,
+                     "Invalid device string: %R (argument '%U' of %s)", value, argname,
+                     entry->source);
+    else
+        PyErr_Format(st->invalid_device_error, "Invalid device string: %R", value);
+    return -1;
+}
+
+/* Rewrite a torch.device whose type is "cuda" (one made before enable(),
+ * or unpickled). */
+static int
+map_device_object(ttn_state *st, PyObject *value, PyObject **out)
+{
+    PyObject *type = NULL, *index = NULL, *result = NULL;
+    int rc = -1, idx = -1;
+
+    type = PyObject_GetAttr(value, st->str_type);
+    if (type == NULL)
+        goto exit;
+    if (PyUnicode_Compare(type, st->str_cuda) != 0) {
+        rc = 0;
+        goto exit;
+    }
+    index = PyObject_GetAttr(value, st->str_index);
+    if (index == NULL)
+        goto exit;
+    if (index != Py_None) {
+        idx = (int)PyLong_AsLong(index);
+        if (idx == -1 && PyErr_Occurred())
+            goto exit;
+    }
+    if (idx > TTN_MAX_DEVICE_INDEX || idx < -1) {
+        PyErr_Format(st->invalid_device_error, "Invalid device: %R", value);
+        goto exit;
+    }
+    result = ttn_npu_device(st, idx);
+    if (result == NULL)
+        goto exit;
+    *out = Py_NewRef(result);
+    rc = 1;
+
+exit:
+    Py_XDECREF(type);
+    Py_XDECREF(index);
+    return rc;
+}
+
+int
+ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+               ttn_entry *entry)
+{
+    if (PyUnicode_Check(value)) {
+        Py_ssize_t len;
+        const char *s;
+        int index;
+        PyObject *npu;
+
+        /* Shorter than "cuda": cannot be one; skip the UTF-8 view. */
+        if (PyUnicode_GET_LENGTH(value) < 4)
+            return 0;
+        s = PyUnicode_AsUTF8AndSize(value, &len);
+        if (s == NULL)
+            return -1;
+        switch (ttn_devspec_parse(s, (size_t)len, &index)) {
+        case TTN_DEV_CUDA:
+            npu = ttn_npu_string(st, index);
+            if (npu == NULL)
+                return -1;
+            *out = Py_NewRef(npu);
+            return 1;
+        case TTN_DEV_INVALID:
+            return raise_invalid(st, value, argname, entry);
+        default:
+            return 0;
+        }
+    }
+    if (st->device_type != NULL && Py_IS_TYPE(value, st->device_type))
+        return map_device_object(st, value, out);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+
+int
+ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out)
+{
+    char small[128];
+    char *buf = small;
+    Py_ssize_t len;
+    size_t outlen = 0;
+    const char *s;
+    int rc = -1;
+
+    (void)st;
+    if (!PyUnicode_Check(value))
+        return 0;
+    s = PyUnicode_AsUTF8AndSize(value, &len);
+    if (s == NULL)
+        goto exit;
+    /* The rewrite never lengthens the string ("cuda" -> "npu",
+     * "nccl" -> "hccl"). */
+    if ((size_t)len + 1 > sizeof(small)) {
+        buf = PyMem_Malloc((size_t)len + 1);
+        if (buf == NULL) {
+            PyErr_NoMemory();
+            goto exit;
+        }
+    }
+    switch (ttn_backend_rewrite(s, (size_t)len, buf, (size_t)len + 1, &outlen)) {
+    case TTN_BACKEND_REWRITTEN:
+        *out = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)outlen);
+        rc = *out == NULL ? -1 : 1;
+        break;
+    case TTN_BACKEND_UNCHANGED:
+        rc = 0;
+        break;
+    default:
+        PyErr_Format(PyExc_SystemError, "backend rewrite overflow for %R", value);
+        break;
+    }
+
+exit:
+    if (buf != small)
+        PyMem_Free(buf);
+    return rc;
+}

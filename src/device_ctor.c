@@ -1,0 +1,175 @@
+/* torch.device('cuda'), torch.device('cuda:1'), torch.device('cuda', 1).
+ *
+ * torch.device is a C type that cannot be subclassed, and replacing the
+ * name `torch.device` would break isinstance() checks everywhere, so the
+ * type's tp_new slot itself is replaced while migration is enabled.  A slot
+ * function receives no context, so the installed state is reached through
+ * one process-wide pointer, set and cleared together with the slot.
+ */
+#include "state.h"
+
+static struct {
+    PyObject *module; /* strong: keeps the state below alive */
+    ttn_state *state;
+    PyTypeObject *type;
+    newfunc original_new;
+    vectorcallfunc original_vectorcall;
+} installed;
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+raise_invalid(ttn_state *st, PyObject *spec)
+{
+    PyErr_Format(st->invalid_device_error,
+                 "Invalid device string: %R (argument 'type' of torch.device)", spec);
+    return NULL;
+}
+
+/* Call the original constructor with the type argument replaced by the npu
+ * spelling, for the shapes the cache below does not cover (so that torch
+ * reports its own errors for them). */
+static PyObject *
+call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, int from_kw,
+              int idx)
+{
+    PyObject *npu = ttn_npu_string(st, idx), *newargs = NULL, *newkwds = NULL;
+    PyObject *result = NULL;
+
+    if (npu == NULL)
+        goto exit;
+    if (from_kw) {
+        newkwds = PyDict_Copy(kwds);
+        if (newkwds == NULL || PyDict_SetItem(newkwds, st->str_type, npu) < 0)
+            goto exit;
+        result = installed.original_new(type, args, newkwds);
+    }
+    else {
+        newargs = PyTuple_GetSlice(args, 0, PyTuple_GET_SIZE(args));
+        if (newargs == NULL)
+            goto exit;
+        Py_SETREF(((PyTupleObject *)newargs)->ob_item[0], Py_NewRef(npu));
+        result = installed.original_new(type, newargs, kwds);
+    }
+
+exit:
+    Py_XDECREF(newargs);
+    Py_XDECREF(newkwds);
+    return result;
+}
+
+static PyObject *
+device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    ttn_state *st = installed.state;
+    PyObject *spec = NULL, *index, *cached;
+    Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
+    const char *s;
+    int from_kw = 0, idx = -1, shapes_ok;
+    long explicit_index;
+
+    if (st == NULL || !st->enabled || type != installed.type)
+        return installed.original_new(type, args, kwds);
+    if (nargs > 0)
+        spec = PyTuple_GET_ITEM(args, 0);
+    else if (nkw > 0) {
+        spec = PyDict_GetItemWithError(kwds, st->str_type);
+        if (spec == NULL && PyErr_Occurred())
+            return NULL;
+        from_kw = 1;
+    }
+    if (spec == NULL || !PyUnicode_Check(spec))
+        return installed.original_new(type, args, kwds);
+    s = PyUnicode_AsUTF8AndSize(spec, &len);
+    if (s == NULL)
+        return NULL;
+    switch (ttn_devspec_parse(s, (size_t)len, &idx)) {
+    case TTN_DEV_CUDA:
+        break;
+    case TTN_DEV_INVALID:
+        return raise_invalid(st, spec);
+    default:
+        return installed.original_new(type, args, kwds);
+    }
+
+    index = nargs > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    if (index == NULL && nkw > 0) {
+        index = PyDict_GetItemWithError(kwds, st->str_index);
+        if (index == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    /* Anything but (type[, index]) goes to torch, for its own errors. */
+    shapes_ok = nargs + nkw == 1 + (index != NULL);
+    if (index == Py_None)
+        index = NULL;
+    if (index != NULL && idx >= 0) {
+        /* torch's own check, made here so that the message shows what the
+         * user wrote rather than its npu spelling. */
+        PyErr_Format(PyExc_RuntimeError,
+                     "type (string) must not include an index because index was passed "
+                     "explicitly: %U",
+                     spec);
+        return NULL;
+    }
+    ttn_hit(st, st->device_entry);
+    if (!shapes_ok)
+        return call_original(st, type, args, kwds, from_kw, idx);
+    if (index != NULL) {
+        explicit_index = PyLong_CheckExact(index) ? PyLong_AsLong(index) : -1;
+        if (explicit_index < 0 || explicit_index > TTN_MAX_DEVICE_INDEX) {
+            PyErr_Clear();
+            return call_original(st, type, args, kwds, from_kw, idx);
+        }
+        idx = (int)explicit_index;
+    }
+    /* torch.device objects are immutable: hand out the cached one, which
+     * also lets the wrappers recognise it by identity. */
+    cached = ttn_npu_device(st, idx);
+    return cached == NULL ? NULL : Py_NewRef(cached);
+}
+
+/* ------------------------------------------------------------------------- */
+
+int
+ttn_device_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *device_type,
+                        ttn_entry *entry)
+{
+    if (installed.state != NULL) {
+        if (installed.state == st)
+            return 0;
+        PyErr_SetString(PyExc_RuntimeError,
+                        "torch.device is already patched by another transfer_to_npu module");
+        return -1;
+    }
+    if (device_type->tp_new == NULL) {
+        PyErr_SetString(PyExc_TypeError, "torch.device has no constructor to patch");
+        return -1;
+    }
+    st->device_entry = entry;
+    installed.module = Py_NewRef(module);
+    installed.state = st;
+    installed.type = device_type;
+    installed.original_new = device_type->tp_new;
+    installed.original_vectorcall = device_type->tp_vectorcall;
+    /* A type's own vectorcall would bypass tp_new: route calls through
+     * tp_call -> tp_new while patched. */
+    device_type->tp_vectorcall = NULL;
+    device_type->tp_new = device_new;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+
+void
+ttn_device_ctor_restore(ttn_state *st)
+{
+    if (installed.state != st)
+        return;
+    installed.type->tp_new = installed.original_new;
+    installed.type->tp_vectorcall = installed.original_vectorcall;
+    installed.state = NULL;
+    installed.type = NULL;
+    installed.original_new = NULL;
+    installed.original_vectorcall = NULL;
+    Py_CLEAR(installed.module);
+}

@@ -1,0 +1,436 @@
+/* The virtual NPU's generic kernel: run an op that reached the npu
+ * (PrivateUse1) dispatch key on the host.
+ *
+ *   host_call(op, *args, **kwargs)
+ *
+ * is registered as the PrivateUse1 fallback.  npu tensors become cpu
+ * aliases of the same memory, npu devices become the cpu device, the op's
+ * cpu kernel runs, and cpu results become npu tensors on the inputs'
+ * device; a result that is one of the aliased inputs (in-place and out=
+ * ops) is returned as the caller's own npu tensor.  Ops that need more than
+ * this (views, copies between devices, resizing) are handed to Python
+ * handlers chosen once per op by the `classify` callable.
+ */
+#include "state.h"
+
+#define TTN_SMALL_PAIRS 16
+#define TTN_SMALL_ARGS 12
+
+typedef struct {
+    ttn_state *st;
+    PyObject *op;
+    int tensor_index; /* npu device of the tensor inputs, -1 if none */
+    int device_index; /* npu device named by a device argument, -1 if none */
+    int device_named; /* a device argument named the npu, with or without index */
+    /* (cpu alias, npu original) pairs, new references */
+    PyObject **pairs;
+    Py_ssize_t npairs, cap;
+    PyObject *small_pairs[2 * TTN_SMALL_PAIRS];
+} ttn_call;
+
+/* ------------------------------------------------------------------------- */
+
+static int
+remember(ttn_call *c, PyObject *alias, PyObject *original)
+{
+    if (c->npairs == c->cap) {
+        Py_ssize_t cap = c->cap * 2;
+        PyObject **grown;
+
+        if (c->pairs == c->small_pairs) {
+            grown = PyMem_Malloc(sizeof(PyObject *) * 2 * (size_t)cap);
+            if (grown != NULL)
+                memcpy(grown, c->pairs, sizeof(PyObject *) * 2 * (size_t)c->npairs);
+        }
+        else
+            grown = PyMem_Realloc(c->pairs, sizeof(PyObject *) * 2 * (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->pairs = grown;
+        c->cap = cap;
+    }
+    c->pairs[2 * c->npairs] = Py_NewRef(alias);
+    c->pairs[2 * c->npairs + 1] = Py_NewRef(original);
+    c->npairs++;
+    return 0;
+}
+
+static void
+call_free(ttn_call *c)
+{
+    Py_ssize_t i;
+
+    for (i = 0; i < 2 * c->npairs; i++)
+        Py_DECREF(c->pairs[i]);
+    if (c->pairs != c->small_pairs)
+        PyMem_Free(c->pairs);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *convert_arg(ttn_call *c, PyObject *v);
+
+static PyObject *
+convert_tensor(ttn_call *c, PyObject *v)
+{
+    PyObject *alias = NULL;
+    int type, index;
+
+    if (ttn_tensor_device(c->st, v, &type, &index) < 0)
+        return NULL;
+    if (type != ttn_kDLExtDev)
+        return Py_NewRef(v);
+    if (c->tensor_index < 0)
+        c->tensor_index = index;
+    else if (c->tensor_index != index) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Expected all tensors to be on the same device, but found at least two "
+                     "devices, npu:%d and npu:%d! (in operator %R)",
+                     c->tensor_index, index, c->op);
+        return NULL;
+    }
+    alias = ttn_host_alias(c->st, v);
+    if (alias == NULL)
+        return NULL;
+    if (remember(c, alias, v) < 0)
+        Py_CLEAR(alias);
+    return alias;
+}
+
+static PyObject *
+convert_device(ttn_call *c, PyObject *v)
+{
+    PyObject *type = NULL, *index = NULL, *result = NULL;
+
+    type = PyObject_GetAttr(v, c->st->str_type);
+    if (type == NULL)
+        goto exit;
+    if (PyUnicode_Compare(type, c->st->str_npu) != 0) {
+        result = Py_NewRef(v);
+        goto exit;
+    }
+    index = PyObject_GetAttr(v, c->st->str_index);
+    if (index == NULL)
+        goto exit;
+    c->device_named = 1;
+    if (index != Py_None) {
+        long i = PyLong_AsLong(index);
+
+        if (i == -1 && PyErr_Occurred())
+            goto exit;
+        c->device_index = (int)i;
+    }
+    result = Py_NewRef(c->st->cpu_device);
+
+exit:
+    Py_XDECREF(type);
+    Py_XDECREF(index);
+    return result;
+}
+
+/* Lists and tuples (TensorList, Tensor?[]): a new sequence only when an
+ * element changed, so size lists cost one pass of type checks. */
+static PyObject *
+convert_sequence(ttn_call *c, PyObject *v)
+{
+    Py_ssize_t i, n = PySequence_Fast_GET_SIZE(v);
+    PyObject **items = PySequence_Fast_ITEMS(v);
+    PyObject *out = NULL;
+
+    for (i = 0; i < n; i++) {
+        PyObject *item = items[i];
+        PyObject *conv;
+
+        if (PyLong_CheckExact(item) || PyFloat_CheckExact(item) || item == Py_None)
+            continue;
+        conv = convert_arg(c, item);
+        if (conv == NULL)
+            goto error;
+        if (conv == item && out == NULL) {
+            Py_DECREF(conv);
+            continue;
+        }
+        if (out == NULL) {
+            Py_ssize_t j;
+
+            out = PyList_Check(v) ? PyList_New(n) : PyTuple_New(n);
+            if (out == NULL) {
+                Py_DECREF(conv);
+                goto error;
+            }
+            for (j = 0; j < n; j++) {
+                PyObject *keep = Py_NewRef(items[j]);
+
+                if (PyList_Check(out))
+                    PyList_SET_ITEM(out, j, keep);
+                else
+                    PyTuple_SET_ITEM(out, j, keep);
+            }
+        }
+        if (PyList_Check(out))
+            Py_SETREF(((PyListObject *)out)->ob_item[i], conv);
+        else
+            Py_SETREF(((PyTupleObject *)out)->ob_item[i], conv);
+    }
+    return out != NULL ? out : Py_NewRef(v);
+
+error:
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static PyObject *
+convert_arg(ttn_call *c, PyObject *v)
+{
+    if (PyObject_TypeCheck(v, c->st->tensor_type))
+        return convert_tensor(c, v);
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v))
+        return convert_sequence(c, v);
+    if (c->st->device_type != NULL && Py_IS_TYPE(v, c->st->device_type))
+        return convert_device(c, v);
+    return Py_NewRef(v);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *convert_result(ttn_call *c, PyObject *r, int index);
+
+static PyObject *
+result_tensor(ttn_call *c, PyObject *r, int index)
+{
+    Py_ssize_t i;
+    int type, dev;
+
+    /* In-place and out= ops return their argument: give back the caller's
+     * npu tensor, not the alias. */
+    for (i = 0; i < c->npairs; i++)
+        if (c->pairs[2 * i] == r)
+            return Py_NewRef(c->pairs[2 * i + 1]);
+    if (ttn_tensor_device(c->st, r, &type, &dev) < 0)
+        return NULL;
+    if (type != ttn_kDLCPU)
+        return Py_NewRef(r);
+    return ttn_device_alias(c->st, r, index, 1);
+}
+
+static PyObject *
+convert_result(ttn_call *c, PyObject *r, int index)
+{
+    PyObject *out = NULL;
+    Py_ssize_t i, n;
+
+    if (PyObject_TypeCheck(r, c->st->tensor_type))
+        return result_tensor(c, r, index);
+    if (!PyList_CheckExact(r) && !PyTuple_CheckExact(r))
+        return Py_NewRef(r);
+    n = PySequence_Fast_GET_SIZE(r);
+    out = PyList_CheckExact(r) ? PyList_New(n) : PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *item = convert_result(c, PySequence_Fast_GET_ITEM(r, i), index);
+
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyList_CheckExact(out))
+            PyList_SET_ITEM(out, i, item);
+        else
+            PyTuple_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* What runs `op` on the host (borrowed), or NULL with *handler set
+ * (borrowed) when a Python handler takes the op instead. */
+static PyObject *
+lookup(ttn_state *st, PyObject *op, PyObject **handler)
+{
+    PyObject *fn, *h = NULL;
+
+    *handler = NULL;
+    fn = PyDict_GetItemWithError(st->host_ops, op);
+    if (fn != NULL || PyErr_Occurred())
+        return fn;
+    *handler = PyDict_GetItemWithError(st->special_ops, op);
+    if (*handler != NULL || PyErr_Occurred())
+        return NULL;
+    if (st->classify == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        return NULL;
+    }
+    h = PyObject_CallOneArg(st->classify, op);
+    if (h == NULL)
+        return NULL;
+    if (h != Py_None) {
+        if (PyDict_SetItem(st->special_ops, op, h) < 0) {
+            Py_DECREF(h);
+            return NULL;
+        }
+        Py_DECREF(h);
+        *handler = PyDict_GetItemWithError(st->special_ops, op);
+        return NULL;
+    }
+    Py_DECREF(h);
+    /* OpOverload._op is the bound C++ operator: calling it directly skips
+     * OpOverload.__call__'s Python frame. */
+    fn = PyObject_GetAttrString(op, "_op");
+    if (fn == NULL)
+        return NULL;
+    if (PyDict_SetItem(st->host_ops, op, fn) < 0) {
+        Py_DECREF(fn);
+        return NULL;
+    }
+    Py_DECREF(fn);
+    return PyDict_GetItemWithError(st->host_ops, op);
+}
+
+static PyObject *
+run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
+            PyObject *kwnames)
+{
+    ttn_call c;
+    PyObject *small[TTN_SMALL_ARGS + 1];
+    PyObject **conv = small;
+    PyObject *raw = NULL, *result = NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t total = nargs + nkw, done = 0, i;
+    int index;
+
+    small[0] = NULL;
+    c.st = st;
+    c.op = op;
+    c.tensor_index = -1;
+    c.device_index = -1;
+    c.device_named = 0;
+    c.pairs = c.small_pairs;
+    c.npairs = 0;
+    c.cap = TTN_SMALL_PAIRS;
+    if (total > TTN_SMALL_ARGS) {
+        conv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
+        if (conv == NULL) {
+            PyErr_NoMemory();
+            goto exit;
+        }
+    }
+    for (done = 0; done < total; done++) {
+        conv[done + 1] = convert_arg(&c, args[done]);
+        if (conv[done + 1] == NULL)
+            goto exit;
+    }
+    raw = PyObject_Vectorcall(fn, conv + 1, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                              kwnames);
+    if (raw == NULL)
+        goto exit;
+    /* A device argument decides where results go (factories, *_like with
+     * device=); otherwise they stay with the inputs. */
+    if (c.device_index >= 0)
+        index = c.device_index;
+    else if (!c.device_named && c.tensor_index >= 0)
+        index = c.tensor_index;
+    else
+        index = st->current_device;
+    result = convert_result(&c, raw, index);
+
+exit:
+    for (i = 0; i < done; i++)
+        Py_DECREF(conv[i + 1]);
+    if (conv != small)
+        PyMem_Free(conv);
+    Py_XDECREF(raw);
+    call_free(&c);
+    return result;
+}
+
+/* Whether the pending error is a cpu kernel's failure to grow an out=
+ * tensor: the host alias of an npu tensor has memory of a fixed size.  If
+ * so the error is cleared and the op is rerun the slow way, with fresh
+ * outputs the npu tensors are then pointed at. */
+static int
+needs_growing_outputs(void)
+{
+    PyObject *type, *value, *tb, *text = NULL;
+    int match = 0;
+
+    if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
+        return 0;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    text = value != NULL ? PyObject_Str(value) : NULL;
+    if (text != NULL) {
+        PyObject *needle = PyUnicode_FromString("storage that is not resizable");
+
+        if (needle != NULL)
+            match = PyUnicode_Find(text, needle, 0, PY_SSIZE_T_MAX, 1) >= 0;
+        Py_XDECREF(needle);
+    }
+    PyErr_Clear();
+    Py_XDECREF(text);
+    if (match) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    else
+        PyErr_Restore(type, value, tb);
+    return match;
+}
+
+static PyObject *
+host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *fn, *handler;
+
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "host_call(op, *args, **kwargs): op is missing");
+        return NULL;
+    }
+    if (st->dlpack == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        return NULL;
+    }
+    fn = lookup(st, args[0], &handler);
+    if (fn != NULL) {
+        PyObject *result = run_on_host(st, args[0], fn, args + 1, nargs - 1, kwnames);
+
+        if (result == NULL && needs_growing_outputs())
+            result = PyObject_Vectorcall(st->resize_retry, args, (size_t)nargs, kwnames);
+        return result;
+    }
+    if (handler != NULL)
+        return PyObject_Vectorcall(handler, args, (size_t)nargs, kwnames);
+    return NULL;
+}
+
+/* run_on_host for Python handlers that adjust an op before or after the
+ * generic path: host_run(op, host_callable, *args, **kwargs). */
+static PyObject *
+host_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    ttn_state *st = ttn_get_state(module);
+
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "host_run(op, fn, *args, **kwargs)");
+        return NULL;
+    }
+    if (st->dlpack == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        return NULL;
+    }
+    return run_on_host(st, args[0], args[1], args + 2, nargs - 2, kwnames);
+}
+
+PyMethodDef ttn_host_call_methods[] = {
+    {"host_call", (PyCFunction)(void (*)(void))host_call, METH_FASTCALL | METH_KEYWORDS,
+     "host_call(op, *args, **kwargs): run an npu op with the host's kernels"},
+    {"host_run", (PyCFunction)(void (*)(void))host_run, METH_FASTCALL | METH_KEYWORDS,
+     "host_run(op, fn, *args, **kwargs): run fn on host aliases of the npu arguments and "
+     "move its results to the npu"},
+    {NULL, NULL, 0, NULL},
+};

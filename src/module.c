@@ -1,0 +1,472 @@
+/* transfer_to_npu._C: module definition (PEP 489 multi-phase init), the
+ * enable/disable entry points and the table's Python view. */
+#include "state.h"
+
+/* ------------------------------------------------------------------------- */
+
+ttn_state *
+ttn_get_state(PyObject *module)
+{
+    return (ttn_state *)PyModule_GetState(module);
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* The wrapper this module made around `obj`, unwrapped: enabling twice, or
+ * over a reference kept from an earlier enable, never wraps a wrapper. */
+static PyObject *
+unwrap(ttn_state *st, PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == st->function_type || t == st->method_type || t == st->attribute_type) {
+        PyObject *inner = PyObject_GetAttrString(obj, "__wrapped__");
+
+        if (inner != NULL)
+            Py_DECREF(inner); /* still held by obj */
+        return inner;
+    }
+    return obj;
+}
+
+/* The keyword names of a row, interned so that wrappers compare them by
+ * identity with the names of a call. */
+static PyObject *
+interned_names(PyObject *names)
+{
+    PyObject *result = NULL;
+    Py_ssize_t i, n;
+
+    if (!PyTuple_Check(names)) {
+        PyErr_SetString(PyExc_TypeError, "device keywords must be a tuple of str");
+        return NULL;
+    }
+    n = PyTuple_GET_SIZE(names);
+    result = PyTuple_New(n);
+    if (result == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+
+        if (!PyUnicode_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "device keywords must be a tuple of str");
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        PyTuple_SET_ITEM(result, i, name);
+    }
+    return result;
+}
+
+/* Install one row of the table:
+ *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws)
+ * where kws names the keyword arguments that take a device. */
+static int
+install_row(PyObject *module, ttn_state *st, PyObject *row)
+{
+    const char *source, *target, *kind;
+    PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
+    PyObject *device_kws = NULL, *key = NULL;
+    int mode, pos, binds, rc = -1;
+    ttn_entry *entry;
+
+    if (!PyArg_ParseTuple(row, "sssiOUOipO:table row", &source, &target, &kind, &mode, &owner,
+                          &name, &target_obj, &pos, &binds, &kws))
+        goto exit;
+    device_kws = interned_names(kws);
+    if (device_kws == NULL)
+        goto exit;
+    original = PyObject_GetAttr(owner, name);
+    if (original == NULL) {
+        /* Rows are derived from what torch has; one this build of torch
+         * lacks is skipped, and that is the only failure skipped. */
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            rc = 0;
+        }
+        goto exit;
+    }
+    entry = ttn_table_add(&st->table, source, target, kind, NULL);
+    if (entry == NULL) {
+        PyErr_NoMemory();
+        goto exit;
+    }
+    if (mode == TTN_MODE_CONSTRUCTOR) {
+        if (!PyType_Check(original)) {
+            PyErr_Format(PyExc_TypeError, "%s is not a class", source);
+            goto exit;
+        }
+        Py_XSETREF(st->device_type, (PyTypeObject *)Py_NewRef(original));
+        rc = ttn_device_ctor_install(module, st, (PyTypeObject *)original, entry);
+        goto exit;
+    }
+    /* One original, one replacement: a function bound under several names
+     * (torch.distributed and its c10d module) stays one object. */
+    key = PyLong_FromVoidPtr(original);
+    if (key == NULL)
+        goto exit;
+    replacement = PyDict_GetItemWithError(st->replacements, key);
+    if (replacement != NULL) {
+        Py_INCREF(replacement);
+        rc = ttn_patch_apply(st, owner, name, replacement);
+        goto exit;
+    }
+    if (PyErr_Occurred())
+        goto exit;
+    switch (mode) {
+    case TTN_MODE_DEVICE_ARG:
+    case TTN_MODE_BACKEND: {
+        PyObject *inner = unwrap(st, original);
+
+        if (inner == NULL)
+            goto exit;
+        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws);
+        break;
+    }
+    case TTN_MODE_REDIRECT: {
+        PyObject *inner = unwrap(st, original);
+
+        if (inner == NULL)
+            goto exit;
+        replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
+                                      device_kws);
+        break;
+    }
+    case TTN_MODE_ATTRIBUTE: {
+        PyObject *inner = unwrap(st, original);
+
+        if (inner == NULL)
+            goto exit;
+        if (!PyUnicode_Check(target_obj)) {
+            PyErr_Format(PyExc_TypeError, "%s: the target of an attribute row is a name",
+                         source);
+            goto exit;
+        }
+        replacement = ttn_attribute_new(st, inner, target_obj, entry);
+        break;
+    }
+    case TTN_MODE_REPLACE:
+        replacement = Py_NewRef(target_obj);
+        break;
+    default:
+        PyErr_Format(PyExc_ValueError, "%s: unknown mode %d", source, mode);
+        goto exit;
+    }
+    if (replacement == NULL || PyDict_SetItem(st->replacements, key, replacement) < 0)
+        goto exit;
+    rc = ttn_patch_apply(st, owner, name, replacement);
+
+exit:
+    Py_XDECREF(key);
+    Py_XDECREF(device_kws);
+    Py_XDECREF(original);
+    Py_XDECREF(replacement);
+    return rc;
+}
+
+static int
+uninstall(ttn_state *st)
+{
+    st->enabled = 0;
+    ttn_device_ctor_restore(st);
+    PyDict_Clear(st->replacements);
+    return ttn_patch_restore_all(st);
+}
+
+static PyObject *
+module_enable(PyObject *module, PyObject *rows)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *seq = NULL, *result = NULL;
+    Py_ssize_t i;
+
+    if (st->enabled)
+        Py_RETURN_NONE;
+    seq = PySequence_Fast(rows, "enable() takes a sequence of table rows");
+    if (seq == NULL)
+        goto exit;
+    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        if (install_row(module, st, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            /* All or nothing: never leave torch half patched. */
+            PyObject *type, *value, *tb;
+
+            PyErr_Fetch(&type, &value, &tb);
+            if (uninstall(st) < 0)
+                PyErr_WriteUnraisable(NULL);
+            PyErr_Restore(type, value, tb);
+            goto exit;
+        }
+    }
+    st->enabled = 1;
+    result = Py_NewRef(Py_None);
+
+exit:
+    Py_XDECREF(seq);
+    return result;
+}
+
+static PyObject *
+module_disable(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    if (uninstall(ttn_get_state(module)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+module_is_enabled(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(ttn_get_state(module)->enabled);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+entry_dict(const ttn_entry *e)
+{
+    PyObject *sites = NULL, *result = NULL;
+    const ttn_site *s;
+
+    sites = PyList_New(0);
+    if (sites == NULL)
+        goto exit;
+    for (s = e->sites; s != NULL; s = s->hh.next) {
+        PyObject *pair = Py_BuildValue("(sK)", s->where, (unsigned long long)s->count);
+
+        if (pair == NULL || PyList_Append(sites, pair) < 0) {
+            Py_XDECREF(pair);
+            goto exit;
+        }
+        Py_DECREF(pair);
+    }
+    result = Py_BuildValue("{sssssssKsO}", "source", e->source, "target", e->target, "kind",
+                           e->kind, "calls", (unsigned long long)e->calls, "sites", sites);
+
+exit:
+    Py_XDECREF(sites);
+    return result;
+}
+
+static PyObject *
+module_mappings(PyObject *module, PyObject *unused)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *list = NULL, *item = NULL;
+    const ttn_entry *e;
+
+    (void)unused;
+    list = PyList_New(0);
+    if (list == NULL)
+        goto error;
+    for (e = st->table.entries; e != NULL; e = e->hh.next) {
+        item = entry_dict(e);
+        if (item == NULL || PyList_Append(list, item) < 0)
+            goto error;
+        Py_CLEAR(item);
+    }
+    return list;
+
+error:
+    Py_XDECREF(item);
+    Py_XDECREF(list);
+    return NULL;
+}
+
+static PyObject *
+module_reset_counts(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    ttn_table_reset_counts(&ttn_get_state(module)->table);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"enable", module_enable, METH_O,
+     "enable(rows): install every row of the mapping table (all or nothing)"},
+    {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
+    {"is_enabled", module_is_enabled, METH_NOARGS, NULL},
+    {"mappings", module_mappings, METH_NOARGS,
+     "mappings() -> list of {source, target, kind, calls, sites} in table order"},
+    {"reset_counts", module_reset_counts, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ------------------------------------------------------------------------- */
+
+static int
+intern(PyObject **slot, const char *s)
+{
+    *slot = PyUnicode_InternFromString(s);
+    return *slot == NULL ? -1 : 0;
+}
+
+static PyTypeObject *
+add_type(PyObject *module, PyType_Spec *spec)
+{
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+
+    if (type == NULL)
+        return NULL;
+    if (PyModule_AddType(module, type) < 0) {
+        Py_DECREF(type);
+        return NULL;
+    }
+    return type;
+}
+
+static int
+module_exec(PyObject *module)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *bases = NULL;
+    int rc = -1;
+
+    ttn_table_init(&st->table);
+    st->patches = PyList_New(0);
+    st->replacements = PyDict_New();
+    if (st->patches == NULL || st->replacements == NULL)
+        goto exit;
+    if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
+        intern(&st->str_index, "index") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
+        intern(&st->str_npu, "npu") < 0)
+        goto exit;
+    st->function_type = add_type(module, &ttn_function_spec);
+    st->method_type = add_type(module, &ttn_method_spec);
+    st->attribute_type = add_type(module, &ttn_attribute_spec);
+    if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL)
+        goto exit;
+    /* Both: torch raises RuntimeError for a bad device string, and users
+     * of a parser expect ValueError. */
+    bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_RuntimeError);
+    if (bases == NULL)
+        goto exit;
+    st->invalid_device_error =
+        PyErr_NewExceptionWithDoc("transfer_to_npu.InvalidDeviceError",
+                                  "A device argument names CUDA with a malformed index.", bases,
+                                  NULL);
+    if (st->invalid_device_error == NULL ||
+        PyModule_AddObjectRef(module, "InvalidDeviceError", st->invalid_device_error) < 0)
+        goto exit;
+    st->host_ops = PyDict_New();
+    st->special_ops = PyDict_New();
+    if (st->host_ops == NULL || st->special_ops == NULL)
+        goto exit;
+    if (PyModule_AddFunctions(module, ttn_host_alias_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_host_call_methods) < 0)
+        goto exit;
+    if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_BACKEND", TTN_MODE_BACKEND) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_ATTRIBUTE", TTN_MODE_ATTRIBUTE) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_CONSTRUCTOR", TTN_MODE_CONSTRUCTOR) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_REPLACE", TTN_MODE_REPLACE) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_DEVICE_INDEX", TTN_MAX_DEVICE_INDEX) < 0)
+        goto exit;
+    rc = 0;
+
+exit:
+    Py_XDECREF(bases);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    ttn_state *st = ttn_get_state(module);
+    int i;
+
+    Py_VISIT(st->function_type);
+    Py_VISIT(st->method_type);
+    Py_VISIT(st->attribute_type);
+    Py_VISIT(st->invalid_device_error);
+    Py_VISIT(st->patches);
+    Py_VISIT(st->replacements);
+    Py_VISIT(st->device_type);
+    for (i = 0; i < TTN_NPU_SLOTS; i++) {
+        Py_VISIT(st->npu_strings[i]);
+        Py_VISIT(st->npu_devices[i]);
+    }
+    Py_VISIT(st->dlpack_capsule);
+    Py_VISIT(st->tensor_type);
+    Py_VISIT(st->cpu_device);
+    Py_VISIT(st->host_ops);
+    Py_VISIT(st->special_ops);
+    Py_VISIT(st->classify);
+    Py_VISIT(st->resize_retry);
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    ttn_state *st = ttn_get_state(module);
+    int i;
+
+    Py_CLEAR(st->function_type);
+    Py_CLEAR(st->method_type);
+    Py_CLEAR(st->attribute_type);
+    Py_CLEAR(st->invalid_device_error);
+    Py_CLEAR(st->str_device);
+    Py_CLEAR(st->str_backend);
+    Py_CLEAR(st->str_type);
+    Py_CLEAR(st->str_index);
+    Py_CLEAR(st->str_cuda);
+    Py_CLEAR(st->str_npu);
+    Py_CLEAR(st->patches);
+    Py_CLEAR(st->replacements);
+    Py_CLEAR(st->device_type);
+    for (i = 0; i < TTN_NPU_SLOTS; i++) {
+        Py_CLEAR(st->npu_strings[i]);
+        Py_CLEAR(st->npu_devices[i]);
+    }
+    st->dlpack = NULL;
+    Py_CLEAR(st->dlpack_capsule);
+    Py_CLEAR(st->tensor_type);
+    Py_CLEAR(st->cpu_device);
+    Py_CLEAR(st->host_ops);
+    Py_CLEAR(st->special_ops);
+    Py_CLEAR(st->classify);
+    Py_CLEAR(st->resize_retry);
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    ttn_state *st = ttn_get_state((PyObject *)module);
+
+    module_clear((PyObject *)module);
+    /* Wrappers point into the table and keep this module alive through
+     * their type, so no wrapper is left when the table goes. */
+    ttn_table_clear(&st->table);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "transfer_to_npu._C",
+    .m_doc = "The C core of transfer_to_npu: the mapping table, the call wrappers and "
+             "patches, and the virtual NPU's host-memory kernels.",
+    .m_size = sizeof(ttn_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC
+PyInit__C(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

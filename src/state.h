@@ -1,0 +1,117 @@
+/* Module state of transfer_to_npu._C and the interfaces between its files.
+ *
+ * Every type, interned string and torch object the extension keeps lives
+ * here (PEP 489 multi-phase init); traverse/clear in module.c list every
+ * field.  The pure-C parts (devspec, table) are included, not duplicated.
+ */
+#ifndef TTN_STATE_H
+#define TTN_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ttn/devspec.h"
+#include "ttn/dlpack_abi.h"
+#include "ttn/table.h"
+
+/* How a table row is installed (the "mode" field of a row). */
+enum ttn_mode {
+    TTN_MODE_DEVICE_ARG = 1,  /* same callable; its device argument rewritten */
+    TTN_MODE_REDIRECT = 2,    /* another callable (torch.cuda.X -> torch.npu.X) */
+    TTN_MODE_BACKEND = 3,     /* same callable; its process-group backend rewritten */
+    TTN_MODE_ATTRIBUTE = 4,   /* attribute read redirected (Tensor.is_cuda -> is_npu) */
+    TTN_MODE_CONSTRUCTOR = 5, /* torch.device construction (a slot of a C type) */
+    TTN_MODE_REPLACE = 6      /* attribute replaced by the target object itself */
+};
+
+/* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */
+#define TTN_NPU_SLOTS (TTN_MAX_DEVICE_INDEX + 2)
+
+typedef struct ttn_state {
+    /* types */
+    PyTypeObject *function_type;  /* call wrapper that does not bind */
+    PyTypeObject *method_type;    /* call wrapper that binds like a method */
+    PyTypeObject *attribute_type; /* redirected attribute */
+    PyObject *invalid_device_error;
+
+    /* interned names */
+    PyObject *str_device;
+    PyObject *str_backend;
+    PyObject *str_type;
+    PyObject *str_index;
+    PyObject *str_cuda;
+    PyObject *str_npu;
+
+    /* the table and the installed patches */
+    ttn_table table;
+    PyObject *patches;      /* list of (owner, name, original, held) records */
+    PyObject *replacements; /* id(original) -> its replacement, while enabled */
+    int enabled;
+
+    /* torch.device and the npu spellings handed out by rewrites:
+     * slot 0 is the bare "npu", slot i + 1 is "npu:i" */
+    PyTypeObject *device_type;
+    ttn_entry *device_entry;
+    PyObject *npu_strings[TTN_NPU_SLOTS];
+    PyObject *npu_devices[TTN_NPU_SLOTS];
+
+    /* the virtual NPU (host_alias.c, host_call.c) */
+    const ttn_DLPackExchangeAPI *dlpack;
+    PyObject *dlpack_capsule;  /* keeps the table above alive */
+    PyTypeObject *tensor_type; /* torch._C.TensorBase */
+    PyObject *cpu_device;      /* torch.device("cpu") */
+    PyObject *host_ops;        /* op -> callable that runs it on the host */
+    PyObject *special_ops;     /* op -> Python handler */
+    PyObject *classify;        /* op -> handler or None, for ops not seen yet */
+    PyObject *resize_retry;    /* reruns an op whose out= tensors must grow */
+    int current_device;        /* torch.npu.current_device() */
+} ttn_state;
+
+ttn_state *ttn_get_state(PyObject *module);
+
+/* A mapping was applied: count it (and, later, log its call site). */
+static inline void
+ttn_hit(ttn_state *st, ttn_entry *entry)
+{
+    (void)st;
+    entry->calls++;
+}
+
+/* devargs.c: rewrite one argument.  Each returns 1 and a new reference in
+ * *out when the value is rewritten, 0 when it stays, -1 on error (an
+ * invalid CUDA device string raises InvalidDeviceError naming `what`). */
+int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                   ttn_entry *entry);
+int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
+PyObject *ttn_npu_string(ttn_state *st, int index);
+PyObject *ttn_npu_device(ttn_state *st, int index);
+int ttn_kwname_is(PyObject *name, PyObject *interned);
+
+/* wrapper.c */
+extern PyType_Spec ttn_function_spec;
+extern PyType_Spec ttn_method_spec;
+extern PyType_Spec ttn_attribute_spec;
+PyObject *ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
+                          ttn_entry *entry, int mode, int pos, PyObject *device_kws);
+PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name,
+                            ttn_entry *entry);
+
+/* device_ctor.c */
+int ttn_device_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *device_type,
+                            ttn_entry *entry);
+void ttn_device_ctor_restore(ttn_state *st);
+
+/* patch.c */
+int ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replacement);
+int ttn_patch_restore_all(ttn_state *st);
+
+/* host_alias.c */
+PyObject *ttn_host_alias(ttn_state *st, PyObject *tensor);
+PyObject *ttn_device_alias(ttn_state *st, PyObject *tensor, int index, int account);
+int ttn_tensor_device(ttn_state *st, PyObject *tensor, int *type, int *index);
+extern PyMethodDef ttn_host_alias_methods[];
+
+/* host_call.c */
+extern PyMethodDef ttn_host_call_methods[];
+
+#endif

@@ -1,0 +1,188 @@
+/* The symbol table (uthash). */
+#include "ttn/table.h"
+
+#include <string.h>
+
+int ttn_uthash_oom = 0;
+
+/* ------------------------------------------------------------------------- */
+
+static char *
+dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+
+    if (d != NULL)
+        memcpy(d, s, n);
+    return d;
+}
+
+static int
+replace_str(char **slot, const char *value)
+{
+    char *d;
+
+    if (strcmp(*slot, value) == 0)
+        return 0;
+    d = dup_str(value);
+    if (d == NULL)
+        return -1;
+    free(*slot);
+    *slot = d;
+    return 0;
+}
+
+static void
+free_entry(ttn_entry *e)
+{
+    ttn_site *s, *tmp;
+
+    HASH_ITER(hh, e->sites, s, tmp) {
+        HASH_DEL(e->sites, s);
+        free(s->where);
+        free(s);
+    }
+    free(e->source);
+    free(e->target);
+    free(e->kind);
+    free(e);
+}
+
+/* ------------------------------------------------------------------------- */
+
+void
+ttn_table_init(ttn_table *t)
+{
+    t->entries = NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+
+ttn_entry *
+ttn_table_add(ttn_table *t, const char *source, const char *target,
+              const char *kind, int *created)
+{
+    ttn_entry *e = ttn_table_find(t, source);
+
+    if (created != NULL)
+        *created = 0;
+    if (e != NULL) {
+        if (replace_str(&e->target, target) < 0 || replace_str(&e->kind, kind) < 0)
+            return NULL;
+        return e;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    e->source = dup_str(source);
+    e->target = dup_str(target);
+    e->kind = dup_str(kind);
+    if (e->source == NULL || e->target == NULL || e->kind == NULL)
+        goto error;
+    ttn_uthash_oom = 0;
+    HASH_ADD_KEYPTR(hh, t->entries, e->source, strlen(e->source), e);
+    if (ttn_uthash_oom)
+        goto error;
+    if (created != NULL)
+        *created = 1;
+    return e;
+
+error:
+    free(e->source);
+    free(e->target);
+    free(e->kind);
+    free(e);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+
+ttn_entry *
+ttn_table_find(const ttn_table *t, const char *source)
+{
+    ttn_entry *e = NULL;
+
+    HASH_FIND_STR(t->entries, source, e);
+    return e;
+}
+
+/* ------------------------------------------------------------------------- */
+
+size_t
+ttn_table_count(const ttn_table *t)
+{
+    return HASH_COUNT(t->entries);
+}
+
+/* ------------------------------------------------------------------------- */
+
+void
+ttn_table_reset_counts(ttn_table *t)
+{
+    ttn_entry *e;
+    ttn_site *s, *tmp;
+
+    for (e = t->entries; e != NULL; e = e->hh.next) {
+        e->calls = 0;
+        HASH_ITER(hh, e->sites, s, tmp) {
+            HASH_DEL(e->sites, s);
+            free(s->where);
+            free(s);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+
+void
+ttn_table_clear(ttn_table *t)
+{
+    ttn_entry *e, *tmp;
+
+    HASH_ITER(hh, t->entries, e, tmp) {
+        HASH_DEL(t->entries, e);
+        free_entry(e);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+
+ttn_site *
+ttn_entry_hit_site(ttn_entry *e, const char *where, int *created)
+{
+    ttn_site *s = NULL;
+
+    if (created != NULL)
+        *created = 0;
+    HASH_FIND_STR(e->sites, where, s);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL)
+            return NULL;
+        s->where = dup_str(where);
+        if (s->where == NULL) {
+            free(s);
+            return NULL;
+        }
+        ttn_uthash_oom = 0;
+        HASH_ADD_KEYPTR(hh, e->sites, s->where, strlen(s->where), s);
+        if (ttn_uthash_oom) {
+            free(s->where);
+            free(s);
+            return NULL;
+        }
+        if (created != NULL)
+            *created = 1;
+    }
+    s->count++;
+    return s;
+}
+
+/* ------------------------------------------------------------------------- */
+
+size_t
+ttn_entry_site_count(const ttn_entry *e)
+{
+    return HASH_COUNT(e->sites);
+}

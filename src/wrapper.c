@@ -1,0 +1,455 @@
+/* Call wrappers (vectorcall) that rewrite device and backend arguments and
+ * call the original or its NPU counterpart, and the redirected-attribute
+ * descriptor.
+ *
+ * Two wrapper types share one implementation: FunctionWrapper for callables
+ * that do not bind (builtins, module functions) and MethodWrapper, which
+ * binds like a method (tp_descr_get, Py_TPFLAGS_METHOD_DESCRIPTOR) so that
+ * `x.to('cuda')` costs no bound-method object.
+ */
+#include "state.h"
+
+#include <structmember.h>
+
+/* Arguments copied on the stack before falling back to the heap. */
+#define TTN_SMALL_ARGS 8
+/* Most arguments one call can have rewritten (device, device_id, backend
+ * and a positional one). */
+#define TTN_MAX_REWRITES 4
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    ttn_state *state;  /* of the module that owns this object's type */
+    PyObject *wrapped; /* the original object, put back by disable() */
+    PyObject *target;  /* what is called: wrapped, or its NPU counterpart */
+    ttn_entry *entry;  /* entries outlive wrappers: see table.h */
+    int mode;
+    int pos; /* index in the vectorcall arguments of a positional device
+              * (or backend) argument; -1 for none */
+    PyObject *device_kws; /* tuple of interned keyword names taking a device */
+    PyObject *weakreflist;
+} WrapperObject;
+
+/* ------------------------------------------------------------------------- */
+
+/* Argument rewriting for one call: a lazily made copy of the arguments, and
+ * the new references it holds. */
+typedef struct {
+    PyObject *const *args;
+    Py_ssize_t total;
+    PyObject *small[TTN_SMALL_ARGS + 1];
+    PyObject **buf; /* buf[0] is free for PY_VECTORCALL_ARGUMENTS_OFFSET */
+    PyObject *owned[TTN_MAX_REWRITES];
+    int nowned;
+} ttn_rewrite;
+
+static int
+rewrite_set(ttn_rewrite *rw, Py_ssize_t i, PyObject *value)
+{
+    if (rw->buf == NULL) {
+        if (rw->total <= TTN_SMALL_ARGS)
+            rw->buf = rw->small;
+        else {
+            rw->buf = PyMem_Malloc(sizeof(PyObject *) * (size_t)(rw->total + 1));
+            if (rw->buf == NULL) {
+                Py_DECREF(value);
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+        memcpy(rw->buf + 1, rw->args, sizeof(PyObject *) * (size_t)rw->total);
+    }
+    if (rw->nowned == TTN_MAX_REWRITES) {
+        Py_DECREF(value);
+        PyErr_SetString(PyExc_SystemError, "too many rewritten arguments");
+        return -1;
+    }
+    rw->owned[rw->nowned++] = value;
+    rw->buf[1 + i] = value;
+    return 0;
+}
+
+static void
+rewrite_free(ttn_rewrite *rw)
+{
+    int i;
+
+    for (i = 0; i < rw->nowned; i++)
+        Py_DECREF(rw->owned[i]);
+    if (rw->buf != NULL && rw->buf != rw->small)
+        PyMem_Free(rw->buf);
+}
+
+/* Rewrite the value in slot i as a device (is_backend == 0) or a backend. */
+static int
+rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
+             PyObject *argname)
+{
+    PyObject *value = NULL;
+    int r;
+
+    if (is_backend)
+        r = ttn_map_backend(self->state, rw->args[i], &value);
+    else
+        r = ttn_map_device(self->state, rw->args[i], &value, argname, self->entry);
+    if (r <= 0)
+        return r;
+    return rewrite_set(rw, i, value) < 0 ? -1 : 1;
+}
+
+static PyObject *
+Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    WrapperObject *self = (WrapperObject *)op;
+    ttn_state *st = self->state;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, i;
+    ttn_rewrite rw;
+    PyObject *result = NULL;
+    int changed = 0, r;
+
+    if (!st->enabled)
+        return PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
+    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    rw.args = args;
+    rw.total = nargs + nkw;
+    rw.buf = NULL;
+    rw.nowned = 0;
+
+    if (self->pos >= 0 && self->pos < nargs) {
+        int backend = self->mode == TTN_MODE_BACKEND;
+
+        r = rewrite_slot(self, &rw, self->pos, backend,
+                         backend ? st->str_backend : st->str_device);
+        if (r < 0)
+            goto exit;
+        changed |= r;
+    }
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        Py_ssize_t k, nkws = PyTuple_GET_SIZE(self->device_kws);
+
+        r = 0;
+        for (k = 0; k < nkws; k++) {
+            if (ttn_kwname_is(name, PyTuple_GET_ITEM(self->device_kws, k))) {
+                r = rewrite_slot(self, &rw, nargs + i, 0, name);
+                break;
+            }
+        }
+        if (k == nkws && self->mode == TTN_MODE_BACKEND && ttn_kwname_is(name, st->str_backend))
+            r = rewrite_slot(self, &rw, nargs + i, 1, name);
+        if (r < 0)
+            goto exit;
+        changed |= r;
+    }
+    if (changed || self->mode == TTN_MODE_REDIRECT)
+        ttn_hit(st, self->entry);
+    if (rw.buf == NULL)
+        result = PyObject_Vectorcall(self->target, args, nargsf, kwnames);
+    else
+        result = PyObject_Vectorcall(self->target, rw.buf + 1,
+                                     (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+
+exit:
+    rewrite_free(&rw);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+
+PyObject *
+ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
+                ttn_entry *entry, int mode, int pos, PyObject *device_kws)
+{
+    PyTypeObject *type = binds ? st->method_type : st->function_type;
+    WrapperObject *self = PyObject_GC_New(WrapperObject, type);
+
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = Wrapper_vectorcall;
+    self->state = st;
+    self->wrapped = Py_NewRef(wrapped);
+    self->target = Py_NewRef(target);
+    self->entry = entry;
+    self->mode = mode;
+    self->pos = pos;
+    self->device_kws = Py_NewRef(device_kws);
+    self->weakreflist = NULL;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static int
+Wrapper_traverse(WrapperObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->wrapped);
+    Py_VISIT(self->target);
+    Py_VISIT(self->device_kws);
+    return 0;
+}
+
+static int
+Wrapper_clear(WrapperObject *self)
+{
+    Py_CLEAR(self->wrapped);
+    Py_CLEAR(self->target);
+    Py_CLEAR(self->device_kws);
+    return 0;
+}
+
+static void
+Wrapper_dealloc(WrapperObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
+    Wrapper_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+Wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+Wrapper_getattro(WrapperObject *self, PyObject *name)
+{
+    PyObject *value = PyObject_GenericGetAttr((PyObject *)self, name);
+    Py_ssize_t len;
+    const char *s;
+
+    if (value != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return value;
+    PyErr_Clear();
+    /* Dunders (__name__, __module__, __qualname__, __doc__) describe the
+     * original, so pickling by reference and introspection find it; other
+     * attributes (a class's methods, constants) come from what is called. */
+    s = PyUnicode_AsUTF8AndSize(name, &len);
+    if (s == NULL)
+        return NULL;
+    if (len > 4 && s[0] == '_' && s[1] == '_' && s[len - 1] == '_' && s[len - 2] == '_')
+        return PyObject_GetAttr(self->wrapped, name);
+    return PyObject_GetAttr(self->target, name);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+Wrapper_repr(WrapperObject *self)
+{
+    return PyUnicode_FromFormat("<transfer_to_npu %s of %R>", self->entry->kind, self->wrapped);
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* A redirected class (torch.cuda.Stream -> torch.npu.Stream) still works in
+ * isinstance(), issubclass() and as a base class. */
+static PyObject *
+Wrapper_instancecheck(WrapperObject *self, PyObject *obj)
+{
+    int r = PyObject_IsInstance(obj, self->target);
+
+    return r < 0 ? NULL : PyBool_FromLong(r);
+}
+
+static PyObject *
+Wrapper_subclasscheck(WrapperObject *self, PyObject *cls)
+{
+    int r = PyObject_IsSubclass(cls, self->target);
+
+    return r < 0 ? NULL : PyBool_FromLong(r);
+}
+
+static PyObject *
+Wrapper_mro_entries(WrapperObject *self, PyObject *bases)
+{
+    (void)bases;
+    return PyTuple_Pack(1, self->target);
+}
+
+static PyObject *
+Wrapper_get_source(WrapperObject *self, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(self->entry->source);
+}
+
+static PyMethodDef Wrapper_methods[] = {
+    {"__instancecheck__", (PyCFunction)Wrapper_instancecheck, METH_O, NULL},
+    {"__subclasscheck__", (PyCFunction)Wrapper_subclasscheck, METH_O, NULL},
+    {"__mro_entries__", (PyCFunction)Wrapper_mro_entries, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Wrapper_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(WrapperObject, wrapped), READONLY, NULL},
+    {"__npu_target__", T_OBJECT, offsetof(WrapperObject, target), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(WrapperObject, vectorcall), READONLY, NULL},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(WrapperObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef Wrapper_getset[] = {
+    {"__npu_source__", (getter)Wrapper_get_source, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot function_slots[] = {
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_traverse, Wrapper_traverse},
+    {Py_tp_clear, Wrapper_clear},
+    {Py_tp_dealloc, Wrapper_dealloc},
+    {Py_tp_getattro, Wrapper_getattro},
+    {Py_tp_repr, Wrapper_repr},
+    {Py_tp_methods, Wrapper_methods},
+    {Py_tp_members, Wrapper_members},
+    {Py_tp_getset, Wrapper_getset},
+    {0, NULL},
+};
+
+static PyType_Slot method_slots[] = {
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, Wrapper_descr_get},
+    {Py_tp_traverse, Wrapper_traverse},
+    {Py_tp_clear, Wrapper_clear},
+    {Py_tp_dealloc, Wrapper_dealloc},
+    {Py_tp_getattro, Wrapper_getattro},
+    {Py_tp_repr, Wrapper_repr},
+    {Py_tp_methods, Wrapper_methods},
+    {Py_tp_members, Wrapper_members},
+    {Py_tp_getset, Wrapper_getset},
+    {0, NULL},
+};
+
+PyType_Spec ttn_function_spec = {
+    .name = "transfer_to_npu._C.FunctionWrapper",
+    .basicsize = sizeof(WrapperObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = function_slots,
+};
+
+PyType_Spec ttn_method_spec = {
+    .name = "transfer_to_npu._C.MethodWrapper",
+    .basicsize = sizeof(WrapperObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = method_slots,
+};
+
+/* ========================================================================= */
+
+/* A redirected attribute: reading `x.is_cuda` reads `x.is_npu`. */
+typedef struct {
+    PyObject_HEAD
+    ttn_state *state;
+    PyObject *wrapped;     /* the original descriptor */
+    PyObject *target_name; /* attribute read instead */
+    ttn_entry *entry;
+} AttributeObject;
+
+PyObject *
+ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name, ttn_entry *entry)
+{
+    AttributeObject *self = PyObject_GC_New(AttributeObject, st->attribute_type);
+
+    if (self == NULL)
+        return NULL;
+    self->state = st;
+    self->wrapped = Py_NewRef(wrapped);
+    self->target_name = Py_NewRef(target_name);
+    self->entry = entry;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *
+Attribute_descr_get(AttributeObject *self, PyObject *obj, PyObject *type)
+{
+    descrgetfunc get;
+
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    if (self->state->enabled) {
+        ttn_hit(self->state, self->entry);
+        return PyObject_GetAttr(obj, self->target_name);
+    }
+    get = Py_TYPE(self->wrapped)->tp_descr_get;
+    if (get == NULL)
+        return Py_NewRef(self->wrapped);
+    return get(self->wrapped, obj, type);
+}
+
+static int
+Attribute_traverse(AttributeObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->wrapped);
+    Py_VISIT(self->target_name);
+    return 0;
+}
+
+static int
+Attribute_clear(AttributeObject *self)
+{
+    Py_CLEAR(self->wrapped);
+    Py_CLEAR(self->target_name);
+    return 0;
+}
+
+static void
+Attribute_dealloc(AttributeObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    PyObject_GC_UnTrack(self);
+    Attribute_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *
+Attribute_repr(AttributeObject *self)
+{
+    return PyUnicode_FromFormat("<transfer_to_npu attribute %s -> %U>", self->entry->source,
+                                self->target_name);
+}
+
+static PyMemberDef Attribute_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(AttributeObject, wrapped), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot attribute_slots[] = {
+    {Py_tp_descr_get, Attribute_descr_get},
+    {Py_tp_traverse, Attribute_traverse},
+    {Py_tp_clear, Attribute_clear},
+    {Py_tp_dealloc, Attribute_dealloc},
+    {Py_tp_repr, Attribute_repr},
+    {Py_tp_members, Attribute_members},
+    {0, NULL},
+};
+
+PyType_Spec ttn_attribute_spec = {
+    .name = "transfer_to_npu._C.AttributeRedirect",
+    .basicsize = sizeof(AttributeObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_IMMUTABLETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = attribute_slots,
+};

@@ -1,0 +1,10 @@
+#ifndef TTN_TEST_SUITES_H
+#define TTN_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *devspec_suite(void);
+Suite *backend_suite(void);
+Suite *table_suite(void);
+
+#endif

@@ -1,0 +1,44 @@
+"""Shared fixtures.  Importing transfer_to_npu migrates this test process,
+as the one line does in a user's script; tests that disable it put it
+back."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import transfer_to_npu
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def migrated():
+    """transfer_to_npu enabled, whatever the test does to it."""
+    transfer_to_npu.enable()
+    yield transfer_to_npu
+    transfer_to_npu.enable()
+
+
+def calls(source):
+    """How many calls of `source` the table has counted."""
+    for m in transfer_to_npu.mappings():
+        if m["source"] == source:
+            return m["calls"]
+    raise KeyError(source)
+
+
+def run_python(args, cwd=None, env=None, timeout=300):
+    """Run a fresh interpreter; return the completed process."""
+    full_env = dict(os.environ)
+    full_env.pop("TRANSFER_TO_NPU", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def npu(index=0):
+    return torch.device("npu", index)

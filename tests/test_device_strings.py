@@ -1,0 +1,106 @@
+"""Device specifications: exact parsing, what is rewritten and what is not."""
+import pytest
+import torch
+
+import transfer_to_npu
+from conftest import calls
+
+
+@pytest.mark.parametrize("args, kwargs, expected", [
+    (("cuda",), {}, "npu"),
+    (("cuda:0",), {}, "npu:0"),
+    (("cuda:1",), {}, "npu:1"),
+    (("cuda", 1), {}, "npu:1"),
+    (("cuda",), {"index": 2}, "npu:2"),
+    ((), {"type": "cuda", "index": 1}, "npu:1"),
+    ((), {"type": "cuda:3"}, "npu:3"),
+])
+def test_torch_device_cuda_becomes_npu(args, kwargs, expected):
+    before = calls("torch.device")
+    d = torch.device(*args, **kwargs)
+    assert isinstance(d, torch.device)
+    assert str(d) == expected
+    assert calls("torch.device") == before + 1
+
+
+def test_torch_device_other_types_untouched():
+    before = calls("torch.device")
+    assert str(torch.device("cpu")) == "cpu"
+    assert str(torch.device("npu:0")) == "npu:0"
+    assert str(torch.device("meta")) == "meta"
+    assert torch.device(torch.device("cpu")) == torch.device("cpu")
+    assert calls("torch.device") == before
+
+
+def test_torch_device_is_still_the_type():
+    d = torch.device("cuda:0")
+    assert type(d) is torch.device
+    assert d == torch.device("npu:0")
+    assert d.type == "npu" and d.index == 0
+
+
+@pytest.mark.parametrize("bad", ["cuda:x", "cuda:-1", "cuda:1:2", "cuda:", "cuda:01", "cuda:128"])
+def test_invalid_cuda_strings_raise_naming_the_value(bad):
+    for call in (lambda: torch.device(bad),
+                 lambda: torch.zeros(1, device=bad),
+                 lambda: torch.ones(1).to(bad),
+                 lambda: torch.ones(1).to(device=bad)):
+        with pytest.raises(transfer_to_npu.InvalidDeviceError) as info:
+            call()
+        assert repr(bad) in str(info.value)
+        # torch raises RuntimeError for a bad device string; users of a
+        # parser expect ValueError: both catch it.
+        assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+
+
+def test_invalid_string_error_names_argument_and_api():
+    with pytest.raises(ValueError, match=r"'cuda:x' \(argument 'device' of torch\.zeros\)"):
+        torch.zeros(1, device="cuda:x")
+
+
+def test_not_a_cuda_type_is_left_for_torch_to_reject():
+    # 'cudax' is not the type 'cuda': it is not rewritten, and torch's own
+    # error names it.
+    with pytest.raises(RuntimeError, match="cudax"):
+        torch.zeros(1, device="cudax")
+    with pytest.raises(RuntimeError, match="cudax"):
+        torch.device("cudax")
+
+
+def test_paths_containing_cuda_are_not_rewritten(tmp_path):
+    missing = "/ckpt/cuda_run/model.pt"
+    with pytest.raises(FileNotFoundError) as info:
+        torch.load(missing)
+    assert info.value.filename == missing
+
+    run = tmp_path / "cuda_run"
+    run.mkdir()
+    path = run / "cuda:0"  # a file name that is a device string
+    torch.save({"w": torch.arange(3)}, str(path))
+    loaded = torch.load(str(path))
+    assert torch.equal(loaded["w"], torch.arange(3))
+
+
+def test_map_location_string_is_rewritten(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.arange(4.0)}, path)
+    before = calls("torch.load")
+    for loc in ("cuda", "cuda:0", torch.device("cuda:0")):
+        w = torch.load(path, map_location=loc)["w"]
+        assert w.device == torch.device("npu:0")
+        assert torch.equal(w.cpu(), torch.arange(4.0))
+    w = torch.load(path, "cuda")["w"]
+    assert w.device.type == "npu"
+    assert calls("torch.load") == before + 3  # the torch.device was mapped when made
+
+
+def test_non_device_strings_in_device_taking_calls_untouched(tmp_path, monkeypatch):
+    # A dtype and a tensor in .to()'s first position are not devices.
+    x = torch.ones(2)
+    assert x.to(torch.float16).dtype == torch.float16
+    assert x.to(torch.ones(1, dtype=torch.float64)).dtype == torch.float64
+    # A file name that is a device string, in a device-taking factory.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cuda:0").write_bytes(bytes([7, 8, 9]))
+    t = torch.from_file("cuda:0", size=3, dtype=torch.uint8, device="cuda")
+    assert t.device.type == "npu" and t.cpu().tolist() == [7, 8, 9]

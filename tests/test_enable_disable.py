@@ -1,0 +1,119 @@
+"""enable(), disable(), is_enabled(), mappings(), backend: the public
+contract."""
+import textwrap
+
+import pytest
+import torch
+
+import transfer_to_npu
+from conftest import calls, run_python
+
+
+def test_import_enables_on_the_virtual_npu():
+    assert transfer_to_npu.is_enabled()
+    assert transfer_to_npu.backend == "virtual"
+    assert torch.npu.VIRTUAL is True
+
+
+def test_enable_is_idempotent(migrated):
+    before = {m["source"]: m["calls"] for m in transfer_to_npu.mappings()}
+    transfer_to_npu.enable()
+    transfer_to_npu.enable()
+    import importlib
+    importlib.import_module("transfer_to_npu")
+    assert {m["source"]: m["calls"] for m in transfer_to_npu.mappings()} == before
+    # Not wrapped twice: the wrapper's original is torch's own function.
+    assert torch.zeros.__wrapped__ is torch._C._VariableFunctions.zeros
+
+
+def test_mappings_shape():
+    rows = transfer_to_npu.mappings()
+    assert rows and all(set(r) == {"source", "target", "kind", "calls"} for r in rows)
+    by_source = {r["source"]: r for r in rows}
+    assert by_source["torch.cuda.synchronize"]["target"] == "torch.npu.synchronize"
+    assert by_source["torch.cuda.synchronize"]["kind"] == "function"
+    assert by_source["torch.Tensor.cuda"]["target"] == "torch.Tensor.npu"
+    assert by_source["torch.device"]["kind"] == "constructor"
+    assert len(by_source) == len(rows)
+
+
+def test_mappings_count_calls():
+    before = calls("torch.cuda.is_available")
+    for _ in range(5):
+        torch.cuda.is_available()
+    assert calls("torch.cuda.is_available") == before + 5
+
+
+def test_disable_then_enable(migrated):
+    wrapper = torch.zeros
+    transfer_to_npu.disable()
+    try:
+        assert not transfer_to_npu.is_enabled()
+        assert torch.zeros is torch._C._VariableFunctions.zeros
+        assert "to" not in torch.Tensor.__dict__
+        assert torch.device("cuda").type == "cuda"
+        assert torch.cuda.is_available() is False
+        # A reference kept from before behaves as the original now.
+        assert wrapper(2).device.type == "cpu"
+        with pytest.raises((RuntimeError, AssertionError)):
+            wrapper(2, device="cuda")
+    finally:
+        transfer_to_npu.enable()
+    before = calls("torch.zeros")
+    assert torch.zeros(1, device="cuda").device.type == "npu"
+    assert wrapper(1, device="cuda").device.type == "npu"
+    assert calls("torch.zeros") == before + 2
+
+
+def test_disable_restores_every_original_by_identity():
+    """In a fresh interpreter: everything patched is the very object torch
+    had before the import."""
+    code = textwrap.dedent("""
+        import torch, torch.nn, torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
+        owners = {"torch": torch, "torch.cuda": torch.cuda, "Tensor": torch.Tensor,
+                  "Module": torch.nn.Module, "dist": dist, "c10d": c10d}
+        def snapshot():
+            return {(o, k): v for o, obj in owners.items() for k, v in vars(obj).items()}
+        before = snapshot()
+        device_new = torch.device.__new__
+        import transfer_to_npu
+        during = snapshot()
+        # Patched: replaced, or added where the class inherited the name.
+        changed = [k for k, v in during.items() if k not in before or before[k] is not v]
+        assert len(changed) > 50, changed
+        assert torch.device("cuda:1").type == "npu"
+        transfer_to_npu.disable()
+        after = snapshot()
+        # The npu device itself (torch.npu, Tensor.npu, ...) stays; every
+        # patch is gone.
+        bad = [k for k in before if k not in after or after[k] is not before[k]]
+        bad += [k for k in changed if k not in before and k in after
+                and type(after[k]).__module__ == "transfer_to_npu._C"]
+        assert not bad, bad
+        assert torch.device("cuda:1").type == "cuda"
+        assert torch.device.__new__ == device_new
+        print("restored", len(changed))
+    """)
+    proc = run_python(["-c", code])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("restored")
+
+
+def test_import_before_torch_works():
+    proc = run_python(["-c", "import transfer_to_npu, torch; "
+                       "print(torch.zeros(1, device='cuda').device)"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "npu:0"
+
+
+def test_backend_can_be_forced(tmp_path):
+    proc = run_python(["-c", "import transfer_to_npu; print(transfer_to_npu.backend)"],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert proc.stdout.strip() == "virtual", proc.stderr
+    proc = run_python(["-c", "import transfer_to_npu"], env={"TRANSFER_TO_NPU_BACKEND": "bogus"})
+    assert proc.returncode != 0 and "TRANSFER_TO_NPU_BACKEND" in proc.stderr
+    assert "'bogus'" in proc.stderr
+    proc = run_python(["-c", "import transfer_to_npu"],
+                      env={"TRANSFER_TO_NPU_BACKEND": "torch_npu"})
+    assert proc.returncode != 0 and "torch_npu cannot be imported" in proc.stderr

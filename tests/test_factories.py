@@ -1,0 +1,117 @@
+"""The device argument of every factory function: derived from torch's op
+schemas, each one exercised here as CUDA code writes it."""
+import warnings
+
+import pytest
+import torch
+
+import transfer_to_npu
+from conftest import calls
+
+X = torch.ones(2, 3)
+
+# One sample call per device-taking factory; `d` is the device argument.
+SAMPLES = {
+    "arange": lambda d: torch.arange(5, device=d),
+    "as_tensor": lambda d: torch.as_tensor([1, 2], device=d),
+    "asarray": lambda d: torch.asarray([1, 2], device=d),
+    "bartlett_window": lambda d: torch.bartlett_window(5, device=d),
+    "blackman_window": lambda d: torch.blackman_window(5, device=d),
+    "empty": lambda d: torch.empty(2, 3, device=d),
+    "empty_like": lambda d: torch.empty_like(X, device=d),
+    "empty_permuted": lambda d: torch.empty_permuted((2, 3), (1, 0), device=d),
+    "empty_strided": lambda d: torch.empty_strided((2, 3), (1, 2), device=d),
+    "eye": lambda d: torch.eye(3, device=d),
+    "full": lambda d: torch.full((2,), 7.0, device=d),
+    "full_like": lambda d: torch.full_like(X, 7.0, device=d),
+    "hamming_window": lambda d: torch.hamming_window(5, device=d),
+    "hann_window": lambda d: torch.hann_window(5, device=d),
+    "kaiser_window": lambda d: torch.kaiser_window(5, device=d),
+    "linspace": lambda d: torch.linspace(0, 1, 5, device=d),
+    "logspace": lambda d: torch.logspace(0, 1, 5, device=d),
+    "normal": lambda d: torch.normal(0.0, 1.0, size=(3,), device=d),
+    "ones": lambda d: torch.ones(2, device=d),
+    "ones_like": lambda d: torch.ones_like(X, device=d),
+    "rand": lambda d: torch.rand(2, device=d),
+    "rand_like": lambda d: torch.rand_like(X, device=d),
+    "randint": lambda d: torch.randint(0, 10, (3,), device=d),
+    "randint_like": lambda d: torch.randint_like(X, 10, device=d),
+    "randn": lambda d: torch.randn(2, device=d),
+    "randn_like": lambda d: torch.randn_like(X, device=d),
+    "randperm": lambda d: torch.randperm(5, device=d),
+    "range": lambda d: torch.range(0, 4, device=d),
+    "scalar_tensor": lambda d: torch.scalar_tensor(1.0, device=d),
+    "tensor": lambda d: torch.tensor([1, 2], device=d),
+    "tril_indices": lambda d: torch.tril_indices(3, 3, device=d),
+    "triu_indices": lambda d: torch.triu_indices(3, 3, device=d),
+    "zeros": lambda d: torch.zeros(2, device=d),
+    "zeros_like": lambda d: torch.zeros_like(X, device=d),
+}
+
+# Mapped, but the virtual NPU has no sparse or quantized kernels: the call
+# reaches the npu, and goes no further there.
+UNSUPPORTED_ON_VIRTUAL = {
+    "sparse_coo_tensor": lambda d: torch.sparse_coo_tensor(
+        torch.tensor([[0, 1]]), torch.tensor([1.0, 2.0]), (3,), device=d),
+    "sparse_csr_tensor": lambda d: torch.sparse_csr_tensor(
+        torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), (2, 2), device=d),
+    "sparse_bsc_tensor": None, "sparse_bsr_tensor": None, "sparse_csc_tensor": None,
+    "sparse_compressed_tensor": None, "empty_quantized": None,
+    "from_file": None,  # needs a file: see test_device_strings
+}
+
+
+def _same(a, b):
+    if a.layout != torch.strided:
+        a, b = a.to_dense(), b.to_dense()
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "torch.device"])
+def test_factory_device_argument(name, device):
+    d = torch.device("cuda:0") if device == "torch.device" else device
+    before = calls(f"torch.{name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = SAMPLES[name](d)
+        ref = SAMPLES[name]("cpu")
+    assert out.device == torch.device("npu:0")
+    assert _same(out.cpu(), ref)
+    # A torch.device('cuda:0') was mapped when it was made, not here.
+    assert calls(f"torch.{name}") == before + (device != "torch.device")
+
+
+def test_factory_values_equal_cpu():
+    torch.manual_seed(3)
+    a = torch.randn(5, device="cuda")
+    torch.manual_seed(3)
+    b = torch.randn(5)
+    assert torch.equal(a.cpu(), b)
+    assert torch.equal(torch.arange(7, device="cuda").cpu(), torch.arange(7))
+    assert torch.equal(torch.eye(3, device="cuda").cpu(), torch.eye(3))
+
+
+@pytest.mark.parametrize("name", ["sparse_coo_tensor", "sparse_csr_tensor"])
+def test_sparse_reaches_the_npu(name):
+    try:
+        out = UNSUPPORTED_ON_VIRTUAL[name]("cuda")
+    except NotImplementedError as exc:
+        assert "npu" in str(exc)
+    else:
+        assert out.device == torch.device("npu:0")
+
+
+def test_every_device_factory_has_a_sample():
+    mapped = {m["source"][len("torch."):] for m in transfer_to_npu.mappings()
+              if m["kind"] == "device_arg" and m["source"].count(".") == 1
+              and m["source"] not in ("torch.load",)}
+    assert mapped <= set(SAMPLES) | set(UNSUPPORTED_ON_VIRTUAL), mapped - set(SAMPLES)
+    assert {"zeros", "ones", "empty", "randn", "tensor", "arange", "full"} <= mapped
+
+
+def test_cpu_factories_untouched():
+    before = calls("torch.zeros")
+    assert torch.zeros(2).device.type == "cpu"
+    assert torch.zeros(2, device="cpu").device.type == "cpu"
+    assert calls("torch.zeros") == before

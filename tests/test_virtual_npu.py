@@ -1,0 +1,129 @@
+"""The virtual NPU: real npu tensors in host memory, computed by the cpu's
+kernels."""
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import npu
+
+
+def test_tensors_are_plain_tensors_on_npu():
+    x = torch.arange(6.0).reshape(2, 3).to("npu")
+    assert type(x) is torch.Tensor
+    assert x.device == npu(0) and x.is_npu
+    assert x.data_ptr() != 0
+    assert "device='npu:0'" in repr(x)
+
+
+def test_ops_equal_cpu():
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    na, nb = a.to("npu"), b.to("npu")
+    for f in (lambda x, y: x + y, lambda x, y: x @ y, lambda x, y: torch.tanh(x) * y,
+              lambda x, y: torch.cat([x, y], 1), lambda x, y: (x > y).float().sum(0),
+              lambda x, y: torch.softmax(x, -1), lambda x, y: x.t().contiguous() - y,
+              lambda x, y: torch.where(x > 0, x, y), lambda x, y: x[1:5, ::2] * 3):
+        assert torch.equal(f(na, nb).cpu(), f(a, b))
+
+
+def test_views_share_npu_storage():
+    x = torch.zeros(4, 4, device="npu")
+    v = x[1]
+    v.fill_(5.0)
+    assert x.cpu()[1].tolist() == [5.0] * 4
+    t = x.t()
+    assert t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert t.is_contiguous() is False and t.stride() == (1, 4)
+    flat = x.view(16)
+    flat[0] = 7.0
+    assert x.cpu()[0, 0].item() == 7.0
+    assert x[2:].storage_offset() == 8
+
+
+def test_in_place_and_out_return_the_same_tensor():
+    x = torch.ones(3, device="npu")
+    assert x.add_(1) is x
+    out = torch.empty(3, device="npu")
+    r = torch.add(x, x, out=out)
+    assert r is out and out.cpu().tolist() == [4.0, 4.0, 4.0]
+
+
+def test_out_tensor_that_must_grow():
+    out = torch.empty(0, device="npu")
+    torch.cat([torch.ones(2, device="npu"), torch.zeros(3, device="npu")], out=out)
+    assert out.shape == (5,) and out.device == npu(0)
+    assert out.cpu().tolist() == [1, 1, 0, 0, 0]
+
+
+def test_copies_between_devices():
+    x = torch.arange(5.0)
+    n = x.to("npu")
+    assert n.data_ptr() != x.data_ptr()
+    back = n.cpu()
+    assert torch.equal(back, x) and back.device.type == "cpu"
+    m = torch.empty(5, device="npu")
+    m.copy_(x)
+    assert torch.equal(m.cpu(), x)
+    c = torch.empty(5)
+    c.copy_(n)
+    assert torch.equal(c, x)
+
+
+def test_resize_keeps_data_and_grows():
+    t = torch.arange(4.0, device="npu")
+    t.resize_(2, 2)
+    assert t.shape == (2, 2) and t.cpu().flatten().tolist() == [0.0, 1.0, 2.0, 3.0]
+    t.resize_(10)
+    assert t.shape == (10,) and t.cpu()[:4].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_set_shares_storage():
+    src = torch.arange(6.0, device="npu")
+    dst = torch.empty(0, device="npu")
+    dst.set_(src.untyped_storage(), 2, (2, 2), (2, 1))
+    assert dst.cpu().tolist() == [[2.0, 3.0], [4.0, 5.0]]
+    src.fill_(1.0)
+    assert dst.cpu().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_autograd_matches_cpu():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    x = torch.randn(2, 1, 8, 8)
+    loss = model(x).logsumexp(1).sum()
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model.to("npu")
+    nloss = model(x.to("npu")).logsumexp(1).sum()
+    nloss.backward()
+    assert torch.allclose(nloss.cpu(), loss, atol=1e-6)
+    for p, g in zip(model.parameters(), grads):
+        assert p.grad.device == npu(0)
+        assert torch.allclose(p.grad.cpu(), g, atol=1e-6)
+
+
+def test_save_on_npu_loads_back_on_npu(tmp_path):
+    path = tmp_path / "w.pt"
+    w = torch.randn(3, 3, device="npu")
+    torch.save({"w": w, "view": w[1]}, path)
+    loaded = torch.load(path)
+    assert loaded["w"].device == npu(0)
+    assert torch.equal(loaded["w"].cpu(), w.cpu())
+    assert torch.equal(loaded["view"].cpu(), w[1].cpu())
+    cpu = torch.load(path, map_location="cpu")
+    assert cpu["w"].device.type == "cpu" and torch.equal(cpu["w"], w.cpu())
+
+
+def test_memory_is_accounted():
+    base = torch.npu.memory_allocated()
+    x = torch.empty(1000, device="npu")
+    assert torch.npu.memory_allocated() == base + 4000
+    del x
+    assert torch.npu.memory_allocated() == base
+
+
+def test_device_mismatch_is_an_error():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="npu") + torch.ones(3)

@@ -43,7 +43,7 @@ def install():
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import npu, ops, storage
+    from . import devices, npu, ops, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu, hook=_Hooks(), device_guard=_DeviceGuard())
@@ -51,4 +51,5 @@ def install():
                     ops.classify, ops.resize_retry)
     ops.register()
     storage.install()
+    devices.install_autograd_workaround()
     _installed = True

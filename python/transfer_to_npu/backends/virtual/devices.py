@@ -1,12 +1,17 @@
 """Which virtual NPUs exist and which one is current.
 
-``TRANSFER_TO_NPU_VIRTUAL_DEVICES`` sets how many there are (default 1).
-The current device is per thread, as on real hardware, and is mirrored into
-the C core, which places the results of ops that name no device index.
+``TRANSFER_TO_NPU_VIRTUAL_DEVICES`` sets how many the machine has (default
+1).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among them as on real
+hardware: a comma-separated list of device ids, renumbered from 0 in the
+order given; the list ends at its first entry that names no device.  The
+current device is per thread, as on real hardware, and is mirrored into the
+C core, which places the results of ops that name no device index.
 """
 
+import functools
 import os
 import threading
+import warnings
 
 import torch
 
@@ -15,8 +20,9 @@ from ... import _C
 _local = threading.local()
 
 
-def count():
-    """Number of virtual NPUs."""
+@functools.lru_cache(maxsize=None)
+def physical_count():
+    """Number of virtual NPUs on this 'machine'."""
     raw = os.environ.get("TRANSFER_TO_NPU_VIRTUAL_DEVICES", "1")
     try:
         n = int(raw)
@@ -28,6 +34,31 @@ def count():
             f"TRANSFER_TO_NPU_VIRTUAL_DEVICES must be between 1 and {_C.MAX_DEVICE_INDEX + 1}, "
             f"got {raw!r}")
     return n
+
+
+@functools.lru_cache(maxsize=None)
+def visible():
+    """The physical ids of the visible devices, in their visible order."""
+    n = physical_count()
+    raw = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+    if raw is None or raw.strip() == "":
+        return tuple(range(n))
+    ids = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) >= n or int(item) in ids:
+            warnings.warn(
+                f"ASCEND_RT_VISIBLE_DEVICES={raw!r}: {item!r} names no virtual NPU (there "
+                f"{'is' if n == 1 else 'are'} {n}, set by TRANSFER_TO_NPU_VIRTUAL_DEVICES); "
+                f"the devices before it are visible", RuntimeWarning, stacklevel=2)
+            break
+        ids.append(int(item))
+    return tuple(ids)
+
+
+def count():
+    """Number of visible virtual NPUs."""
+    return len(visible())
 
 
 def current():
@@ -43,8 +74,9 @@ def check_index(index):
     n = count()
     if not 0 <= index < n:
         raise RuntimeError(
-            f"Invalid device ordinal: npu:{index} (there {'is' if n == 1 else 'are'} {n} virtual "
-            f"NPU{'' if n == 1 else 's'}; set TRANSFER_TO_NPU_VIRTUAL_DEVICES for more)")
+            f"Invalid device ordinal: npu:{index} (there {'is' if n == 1 else 'are'} {n} "
+            f"visible virtual NPU{'' if n == 1 else 's'}; see TRANSFER_TO_NPU_VIRTUAL_DEVICES "
+            f"and ASCEND_RT_VISIBLE_DEVICES)")
     return index
 
 
@@ -71,3 +103,25 @@ def index_of(device, optional=True):
 
 def as_device(device=None):
     return torch.device("npu", index_of(device))
+
+
+def install_autograd_workaround():
+    """torch's autograd engine gives each device index below the device
+    count its worker thread, and a Python-defined device reports a count of
+    one: backward through npu:1 would trip the engine.  Running backward on
+    the calling thread avoids the per-device workers altogether."""
+    if count() <= 1:
+        return
+    import torch.autograd.graph as graph
+
+    run = graph._engine_run_backward
+
+    @functools.wraps(run)
+    def _engine_run_backward(*args, **kwargs):
+        if torch._C._is_multithreading_enabled():
+            torch._C._set_multithreading_enabled(False)
+        return run(*args, **kwargs)
+
+    # backward() and grad() call it by the name torch.autograd imported.
+    graph._engine_run_backward = _engine_run_backward
+    torch.autograd._engine_run_backward = _engine_run_backward

@@ -1,0 +1,28 @@
+"""The rules: which CUDA spellings map to what on the NPU.
+
+``rows(torch)`` derives the rows of the mapping table from the torch that is
+running (its ``torch.cuda`` and ``torch.npu`` modules, its op schemas), so a
+function torch adds is covered without editing a list.  The C core turns
+each row into one table entry and one patch; the table it builds is the
+single source of truth that mappings(), --list, the log and the report read.
+
+One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
+Module methods), ``factories`` (device arguments of torch.* functions),
+``serialization`` (torch.load), ``distributed`` (process groups).  Rows are
+made by ``row()`` in ``_row.py``, which documents their fields.
+"""
+
+from . import cuda_module, distributed, factories, serialization, tensors
+from ._row import row
+
+__all__ = ["rows", "row"]
+
+
+def rows(torch):
+    """The mapping table's rows, for the torch that is running."""
+    from .. import _C
+
+    return ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
+                 "device")]
+            + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
+            + serialization.rows(torch) + distributed.rows(torch))

@@ -1,0 +1,35 @@
+"""One row of the mapping table, as the C core installs it.
+
+``(source, target, kind, mode, owner, name, target_obj, pos, binds, kws)``:
+
+* ``source``/``target``/``kind``: what the table entry says
+  ("torch.cuda.synchronize" -> "torch.npu.synchronize", "function");
+* ``mode``: how it is installed (``_C.MODE_*``);
+* ``owner.name`` is the attribute patched; ``target_obj`` is what a
+  redirect calls (or the attribute name an attribute row reads);
+* ``pos``: index, among the arguments the patched callable receives (self
+  included for methods), of a positional device (or backend) argument, -1
+  for none;
+* ``binds``: whether the callable binds like a method when read from a class;
+* ``kws``: the keyword arguments that take a device.
+"""
+
+import inspect
+
+
+def row(source, target, kind, mode, owner, name, target_obj=None, pos=-1, binds=False,
+        kws=("device",)):
+    return (source, target, kind, mode, owner, name, target_obj, pos, binds, kws)
+
+
+def device_position(fn):
+    """Position of a positional ``device`` parameter in fn's signature (a
+    class's signature leaves self out, as its callers do)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return -1
+    for i, p in enumerate(params):
+        if p.name == "device" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            return i
+    return -1

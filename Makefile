@@ -3,7 +3,7 @@
 PYTHON ?= python3
 CC ?= gcc
 CHECK_FLAGS := $(shell pkg-config --cflags --libs check 2>/dev/null)
-PURE_C := src/devspec.c src/table.c
+PURE_C := src/devspec.c src/table.c src/ptrmap.c
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
@@ -17,6 +17,7 @@ deps:
 # The extension, installed into the running Python (plain C, no torch needed
 # at build time).
 build: deps
+	@rm -rf $(BUILD)/lib.* # no stale modules in the wheel
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
 
 # Unit tests of the pure-C parts (device strings, backend strings, table).

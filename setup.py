@@ -8,6 +8,7 @@ import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 SOURCES = [
     "src/module.c",
@@ -17,9 +18,12 @@ SOURCES = [
     "src/patch.c",
     "src/host_alias.c",
     "src/host_call.c",
+    "src/log.c",
+    "src/import_hook.c",
     # pure C, shared with the check unit tests
     "src/devspec.c",
     "src/table.c",
+    "src/ptrmap.c",
 ]
 
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
@@ -37,7 +41,24 @@ if os.environ.get("TTN_SANITIZE"):
 if sys.platform == "win32":
     extra_compile_args = []
 
+
+
+class build_py_with_pth(build_py):
+    """Also install transfer_to_npu.pth at the top of site-packages, where
+    the interpreter reads it at start (TRANSFER_TO_NPU=1)."""
+
+    PTH = "transfer_to_npu.pth"
+
+    def run(self):
+        super().run()
+        self.copy_file(os.path.join("python", self.PTH), os.path.join(self.build_lib, self.PTH))
+
+    def get_outputs(self, include_bytecode=True):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, self.PTH)]
+
+
 setup(
+    cmdclass={"build_py": build_py_with_pth},
     ext_modules=[
         Extension(
             "transfer_to_npu._C",

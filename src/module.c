@@ -60,6 +60,32 @@ interned_names(PyObject *names)
     return result;
 }
 
+static int
+defer(ttn_state *st, PyObject *modname, PyObject *row)
+{
+    PyObject *rows = PyDict_GetItemWithError(st->deferred, modname);
+    int rc = -1;
+
+    if (rows == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        rows = PyList_New(0);
+        if (rows == NULL)
+            return -1;
+        if (PyDict_SetItem(st->deferred, modname, rows) < 0)
+            goto exit;
+    }
+    else
+        Py_INCREF(rows);
+    rc = PyList_Append(rows, row);
+
+exit:
+    Py_DECREF(rows);
+    return rc;
+}
+
+static int install_row(PyObject *module, ttn_state *st, PyObject *row);
+
 /* Install one row of the table:
  *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws)
  * where kws names the keyword arguments that take a device. */
@@ -68,13 +94,31 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
 {
     const char *source, *target, *kind;
     PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
-    PyObject *device_kws = NULL, *key = NULL;
+    PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL;
     int mode, pos, binds, rc = -1;
     ttn_entry *entry;
 
     if (!PyArg_ParseTuple(row, "sssiOUOipO:table row", &source, &target, &kind, &mode, &owner,
                           &name, &target_obj, &pos, &binds, &kws))
         goto exit;
+    if (PyUnicode_Check(owner)) {
+        /* An owner named by path: resolved now, or when its module is
+         * imported. */
+        int r = ttn_resolve_owner(owner, &resolved, &modname);
+
+        if (r < 0) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                rc = 0;
+            }
+            goto exit;
+        }
+        if (r == 0) {
+            rc = defer(st, modname, row);
+            goto exit;
+        }
+        owner = resolved;
+    }
     device_kws = interned_names(kws);
     if (device_kws == NULL)
         goto exit;
@@ -104,17 +148,12 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     }
     /* One original, one replacement: a function bound under several names
      * (torch.distributed and its c10d module) stays one object. */
-    key = PyLong_FromVoidPtr(original);
-    if (key == NULL)
-        goto exit;
-    replacement = PyDict_GetItemWithError(st->replacements, key);
+    replacement = ttn_ptrmap_get(&st->replacements, original);
     if (replacement != NULL) {
         Py_INCREF(replacement);
         rc = ttn_patch_apply(st, owner, name, replacement);
         goto exit;
     }
-    if (PyErr_Occurred())
-        goto exit;
     switch (mode) {
     case TTN_MODE_DEVICE_ARG:
     case TTN_MODE_BACKEND: {
@@ -122,7 +161,8 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
 
         if (inner == NULL)
             goto exit;
-        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws);
+        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
+                                      NULL);
         break;
     }
     case TTN_MODE_REDIRECT: {
@@ -131,7 +171,27 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         if (inner == NULL)
             goto exit;
         replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
-                                      device_kws);
+                                      device_kws, NULL);
+        break;
+    }
+    case TTN_MODE_UNSUPPORTED: {
+        PyObject *inner = unwrap(st, original);
+
+        if (inner == NULL)
+            goto exit;
+        /* The stand-in, or the original itself (kept for isinstance) when
+         * calling it must fail. */
+        replacement = ttn_wrapper_new(st, binds, inner, target_obj == Py_None ? inner : target_obj,
+                                      entry, mode, -1, device_kws, NULL);
+        break;
+    }
+    case TTN_MODE_ARG_REPLACE: {
+        PyObject *inner = unwrap(st, original);
+
+        if (inner == NULL)
+            goto exit;
+        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
+                                      target_obj);
         break;
     }
     case TTN_MODE_ATTRIBUTE: {
@@ -154,25 +214,71 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         PyErr_Format(PyExc_ValueError, "%s: unknown mode %d", source, mode);
         goto exit;
     }
-    if (replacement == NULL || PyDict_SetItem(st->replacements, key, replacement) < 0)
+    if (replacement == NULL)
         goto exit;
+    /* Callables only: a replaced value (a default, an enum member) may be
+     * shared by unrelated names, which rebinding must not touch. */
+    if (mode != TTN_MODE_REPLACE && mode != TTN_MODE_ATTRIBUTE) {
+        if (ttn_ptrmap_put(&st->replacements, original, replacement) < 0) {
+            PyErr_NoMemory();
+            goto exit;
+        }
+        Py_INCREF(replacement); /* the map's reference */
+    }
     rc = ttn_patch_apply(st, owner, name, replacement);
 
 exit:
-    Py_XDECREF(key);
+    Py_XDECREF(resolved);
+    Py_XDECREF(modname);
     Py_XDECREF(device_kws);
     Py_XDECREF(original);
     Py_XDECREF(replacement);
     return rc;
 }
 
+int
+ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name)
+{
+    PyObject *rows;
+    Py_ssize_t i;
+    int rc = -1;
+
+    rows = PyDict_GetItemWithError(st->deferred, name);
+    if (rows == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(rows);
+    if (PyDict_DelItem(st->deferred, name) < 0)
+        goto exit;
+    for (i = 0; i < PyList_GET_SIZE(rows); i++)
+        if (install_row(module, st, PyList_GET_ITEM(rows, i)) < 0)
+            goto exit;
+    rc = 0;
+
+exit:
+    Py_DECREF(rows);
+    return rc;
+}
+
+static void
+release_object(void *obj)
+{
+    Py_DECREF((PyObject *)obj);
+}
+
 static int
 uninstall(ttn_state *st)
 {
+    int rc;
+
     st->enabled = 0;
+    PyDict_Clear(st->deferred);
+    if (ttn_import_hook_remove(st) < 0)
+        PyErr_WriteUnraisable(NULL);
     ttn_device_ctor_restore(st);
-    PyDict_Clear(st->replacements);
-    return ttn_patch_restore_all(st);
+    rc = ttn_patch_restore_all(st);
+    /* After the records: they hold the originals the map's keys point at. */
+    ttn_ptrmap_clear(&st->replacements, release_object);
+    return rc;
 }
 
 static PyObject *
@@ -199,7 +305,18 @@ module_enable(PyObject *module, PyObject *rows)
             goto exit;
         }
     }
+    /* Enabled before the hook goes in: rows for modules imported from now on
+     * are installed by it. */
     st->enabled = 1;
+    if (PyDict_GET_SIZE(st->deferred) > 0 && ttn_import_hook_install(module, st) < 0) {
+        PyObject *type, *value, *tb;
+
+        PyErr_Fetch(&type, &value, &tb);
+        if (uninstall(st) < 0)
+            PyErr_WriteUnraisable(NULL);
+        PyErr_Restore(type, value, tb);
+        goto exit;
+    }
     result = Py_NewRef(Py_None);
 
 exit:
@@ -214,6 +331,34 @@ module_disable(PyObject *module, PyObject *unused)
     if (uninstall(ttn_get_state(module)) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+module_rebind(PyObject *module, PyObject *modules)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *seq = NULL, *result = NULL;
+    Py_ssize_t i, total = 0;
+
+    if (!st->enabled) {
+        PyErr_SetString(PyExc_RuntimeError, "rebind(): migration is not enabled");
+        goto exit;
+    }
+    seq = PySequence_Fast(modules, "rebind() takes a sequence of modules");
+    if (seq == NULL)
+        goto exit;
+    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        Py_ssize_t n = ttn_rebind(st, PySequence_Fast_GET_ITEM(seq, i));
+
+        if (n < 0)
+            goto exit;
+        total += n;
+    }
+    result = PyLong_FromSsize_t(total);
+
+exit:
+    Py_XDECREF(seq);
+    return result;
 }
 
 static PyObject *
@@ -289,6 +434,9 @@ static PyMethodDef module_methods[] = {
      "enable(rows): install every row of the mapping table (all or nothing)"},
     {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
     {"is_enabled", module_is_enabled, METH_NOARGS, NULL},
+    {"rebind", module_rebind, METH_O,
+     "rebind(modules) -> n: rebind the names in these modules' globals that are bound to a "
+     "replaced original (bound before enable(), as `from torch.cuda import synchronize`)"},
     {"mappings", module_mappings, METH_NOARGS,
      "mappings() -> list of {source, target, kind, calls, sites} in table order"},
     {"reset_counts", module_reset_counts, METH_NOARGS, NULL},
@@ -327,8 +475,9 @@ module_exec(PyObject *module)
 
     ttn_table_init(&st->table);
     st->patches = PyList_New(0);
-    st->replacements = PyDict_New();
-    if (st->patches == NULL || st->replacements == NULL)
+    st->deferred = PyDict_New();
+    ttn_ptrmap_init(&st->replacements);
+    if (st->patches == NULL || st->deferred == NULL)
         goto exit;
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
         intern(&st->str_index, "index") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
@@ -337,7 +486,10 @@ module_exec(PyObject *module)
     st->function_type = add_type(module, &ttn_function_spec);
     st->method_type = add_type(module, &ttn_method_spec);
     st->attribute_type = add_type(module, &ttn_attribute_spec);
-    if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL)
+    st->import_hook_type = add_type(module, &ttn_import_hook_spec);
+    st->post_import_type = add_type(module, &ttn_post_import_spec);
+    if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL ||
+        st->import_hook_type == NULL || st->post_import_type == NULL)
         goto exit;
     /* Both: torch raises RuntimeError for a bad device string, and users
      * of a parser expect ValueError. */
@@ -355,8 +507,10 @@ module_exec(PyObject *module)
     st->special_ops = PyDict_New();
     if (st->host_ops == NULL || st->special_ops == NULL)
         goto exit;
+    st->log_fd = -1;
     if (PyModule_AddFunctions(module, ttn_host_alias_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_host_call_methods) < 0)
+        PyModule_AddFunctions(module, ttn_host_call_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_log_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
@@ -364,6 +518,8 @@ module_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MODE_ATTRIBUTE", TTN_MODE_ATTRIBUTE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_CONSTRUCTOR", TTN_MODE_CONSTRUCTOR) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REPLACE", TTN_MODE_REPLACE) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_UNSUPPORTED", TTN_MODE_UNSUPPORTED) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_ARG_REPLACE", TTN_MODE_ARG_REPLACE) < 0 ||
         PyModule_AddIntConstant(module, "MAX_DEVICE_INDEX", TTN_MAX_DEVICE_INDEX) < 0)
         goto exit;
     rc = 0;
@@ -384,9 +540,20 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->function_type);
     Py_VISIT(st->method_type);
     Py_VISIT(st->attribute_type);
+    Py_VISIT(st->import_hook_type);
+    Py_VISIT(st->post_import_type);
+    Py_VISIT(st->import_hook);
+    Py_VISIT(st->deferred);
     Py_VISIT(st->invalid_device_error);
+    Py_VISIT(st->internal_prefixes);
+    Py_VISIT(st->log_path);
     Py_VISIT(st->patches);
-    Py_VISIT(st->replacements);
+    {
+        ttn_ptrmap_item *item;
+
+        for (item = st->replacements.items; item != NULL; item = item->hh.next)
+            Py_VISIT((PyObject *)item->value);
+    }
     Py_VISIT(st->device_type);
     for (i = 0; i < TTN_NPU_SLOTS; i++) {
         Py_VISIT(st->npu_strings[i]);
@@ -411,6 +578,10 @@ module_clear(PyObject *module)
     Py_CLEAR(st->function_type);
     Py_CLEAR(st->method_type);
     Py_CLEAR(st->attribute_type);
+    Py_CLEAR(st->import_hook_type);
+    Py_CLEAR(st->post_import_type);
+    Py_CLEAR(st->import_hook);
+    Py_CLEAR(st->deferred);
     Py_CLEAR(st->invalid_device_error);
     Py_CLEAR(st->str_device);
     Py_CLEAR(st->str_backend);
@@ -418,8 +589,10 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_index);
     Py_CLEAR(st->str_cuda);
     Py_CLEAR(st->str_npu);
+    ttn_log_close(st);
+    Py_CLEAR(st->internal_prefixes);
+    ttn_ptrmap_clear(&st->replacements, release_object);
     Py_CLEAR(st->patches);
-    Py_CLEAR(st->replacements);
     Py_CLEAR(st->device_type);
     for (i = 0; i < TTN_NPU_SLOTS; i++) {
         Py_CLEAR(st->npu_strings[i]);

@@ -1,5 +1,5 @@
-/* Patching attributes of modules and classes, and putting every original
- * back by identity.
+/* Patching attributes of modules and classes (and entries of dicts such as
+ * sys.modules), and putting every original back by identity.
  *
  * A record keeps what the owner itself held under the name (not what
  * getattr returns, which for a class may be inherited or bound), so that
@@ -10,8 +10,9 @@
 
 /* ------------------------------------------------------------------------- */
 
-/* The object `owner` itself holds under `name` (borrowed), NULL if it holds
- * none (inherited or absent).  -1 on error. */
+/* The object `owner` itself holds under `name` (new reference), NULL if it
+ * holds none (inherited or absent).  A function's attribute (its
+ * __defaults__, say) is its own.  -1 on error. */
 static int
 own_attribute(PyObject *owner, PyObject *name, PyObject **out)
 {
@@ -22,12 +23,38 @@ own_attribute(PyObject *owner, PyObject *name, PyObject **out)
         dict = ((PyTypeObject *)owner)->tp_dict;
     else if (PyModule_Check(owner))
         dict = PyModule_GetDict(owner);
+    else if (PyDict_Check(owner))
+        dict = owner;
+    else if (PyFunction_Check(owner)) {
+        *out = PyObject_GetAttr(owner, name);
+        return *out == NULL ? -1 : 0;
+    }
     if (dict == NULL) {
-        PyErr_Format(PyExc_TypeError, "cannot patch %R: not a module or a class", owner);
+        PyErr_Format(PyExc_TypeError, "cannot patch %R: not a module, class, dict or function",
+                     owner);
         return -1;
     }
     *out = PyDict_GetItemWithError(dict, name);
-    return (*out == NULL && PyErr_Occurred()) ? -1 : 0;
+    if (*out == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(*out);
+    return 0;
+}
+
+static int
+set_slot(PyObject *owner, PyObject *name, PyObject *value)
+{
+    if (PyDict_Check(owner))
+        return PyDict_SetItem(owner, name, value);
+    return PyObject_SetAttr(owner, name, value);
+}
+
+static int
+del_slot(PyObject *owner, PyObject *name)
+{
+    if (PyDict_Check(owner))
+        return PyDict_DelItem(owner, name);
+    return PyObject_DelAttr(owner, name);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -46,7 +73,7 @@ ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replac
                           original != NULL ? Py_True : Py_False);
     if (record == NULL)
         goto exit;
-    if (PyObject_SetAttr(owner, name, replacement) < 0)
+    if (set_slot(owner, name, replacement) < 0)
         goto exit;
     if (PyList_Append(st->patches, record) < 0) {
         /* Undo now: a patch that is not recorded could never be undone. */
@@ -54,15 +81,16 @@ ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replac
 
         PyErr_Fetch(&type, &value, &tb);
         if (original != NULL)
-            (void)PyObject_SetAttr(owner, name, original);
+            (void)set_slot(owner, name, original);
         else
-            (void)PyObject_DelAttr(owner, name);
+            (void)del_slot(owner, name);
         PyErr_Restore(type, value, tb);
         goto exit;
     }
     rc = 0;
 
 exit:
+    Py_XDECREF(original);
     Py_XDECREF(record);
     return rc;
 }
@@ -84,9 +112,9 @@ ttn_patch_restore_all(ttn_state *st)
         int r;
 
         if (PyTuple_GET_ITEM(record, 3) == Py_True)
-            r = PyObject_SetAttr(owner, name, PyTuple_GET_ITEM(record, 2));
+            r = set_slot(owner, name, PyTuple_GET_ITEM(record, 2));
         else
-            r = PyObject_DelAttr(owner, name);
+            r = del_slot(owner, name);
         if (r < 0) {
             /* Keep restoring the rest; report the first failure. */
             if (!failed)
@@ -103,4 +131,52 @@ ttn_patch_restore_all(ttn_state *st)
     if (failed)
         PyErr_Restore(type, value, tb);
     return failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+
+Py_ssize_t
+ttn_rebind(ttn_state *st, PyObject *module)
+{
+    PyObject *dict, *key, *value, *found = NULL;
+    Py_ssize_t pos = 0, i, count = -1;
+
+    /* A module that is not a plain module has nothing of ours to rebind. */
+    if (!PyModule_Check(module))
+        return 0;
+    dict = PyModule_GetDict(module);
+    /* Collect first, patch after: the dict must not change while walked. */
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || ttn_ptrmap_get(&st->replacements, value) == NULL)
+            continue;
+        if (found == NULL && (found = PyList_New(0)) == NULL)
+            goto exit;
+        if (PyList_Append(found, key) < 0)
+            goto exit;
+    }
+    count = 0;
+    for (i = 0; found != NULL && i < PyList_GET_SIZE(found); i++) {
+        PyObject *name = PyList_GET_ITEM(found, i);
+        PyObject *current = PyDict_GetItemWithError(dict, name), *replacement;
+
+        if (current == NULL) {
+            if (PyErr_Occurred()) {
+                count = -1;
+                goto exit;
+            }
+            continue;
+        }
+        replacement = ttn_ptrmap_get(&st->replacements, current);
+        if (replacement == NULL)
+            continue;
+        if (ttn_patch_apply(st, module, name, replacement) < 0) {
+            count = -1;
+            goto exit;
+        }
+        count++;
+    }
+
+exit:
+    Py_XDECREF(found);
+    return count;
 }

@@ -12,6 +12,7 @@
 
 #include "ttn/devspec.h"
 #include "ttn/dlpack_abi.h"
+#include "ttn/ptrmap.h"
 #include "ttn/table.h"
 
 /* How a table row is installed (the "mode" field of a row). */
@@ -21,7 +22,10 @@ enum ttn_mode {
     TTN_MODE_BACKEND = 3,     /* same callable; its process-group backend rewritten */
     TTN_MODE_ATTRIBUTE = 4,   /* attribute read redirected (Tensor.is_cuda -> is_npu) */
     TTN_MODE_CONSTRUCTOR = 5, /* torch.device construction (a slot of a C type) */
-    TTN_MODE_REPLACE = 6      /* attribute replaced by the target object itself */
+    TTN_MODE_REPLACE = 6,     /* attribute replaced by the target object itself */
+    TTN_MODE_UNSUPPORTED = 7, /* no NPU counterpart: warn per call site, then run a
+                               * stand-in or raise */
+    TTN_MODE_ARG_REPLACE = 8  /* a positional argument replaced by a constant (user rules) */
 };
 
 /* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */
@@ -42,10 +46,21 @@ typedef struct ttn_state {
     PyObject *str_cuda;
     PyObject *str_npu;
 
+    /* the mapping log (log.c) */
+    int log_level;               /* 0 quiet, 1 first hit per site, 2 every call */
+    int track_sites;             /* log or report on: keep call sites */
+    int log_fd;                  /* open log file, or -1 */
+    PyObject *log_path;          /* log file (opened at the first line); NULL: stderr */
+    PyObject *internal_prefixes; /* frames in these files are not the user's */
+
     /* the table and the installed patches */
     ttn_table table;
     PyObject *patches;      /* list of (owner, name, original, held) records */
-    PyObject *replacements; /* id(original) -> its replacement, while enabled */
+    ttn_ptrmap replacements; /* original -> its replacement (strong), while enabled */
+    PyObject *deferred;      /* module name -> rows waiting for its import */
+    PyObject *import_hook;   /* our finder on sys.meta_path */
+    PyTypeObject *import_hook_type;
+    PyTypeObject *post_import_type;
     int enabled;
 
     /* torch.device and the npu spellings handed out by rewrites:
@@ -69,12 +84,29 @@ typedef struct ttn_state {
 
 ttn_state *ttn_get_state(PyObject *module);
 
-/* A mapping was applied: count it (and, later, log its call site). */
+/* log.c */
+void ttn_track(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject *to);
+int ttn_unsupported_hit(ttn_state *st, ttn_entry *e);
+int ttn_log_write(ttn_state *st, PyObject *line);
+void ttn_log_close(ttn_state *st);
+extern PyMethodDef ttn_log_methods[];
+
+/* A mapping was applied: count it, and record its call site when the log
+ * or the report wants it (one predictable branch when both are off).  For
+ * a rewritten argument, argname/from/to say what changed. */
+static inline void
+ttn_hit_detail(ttn_state *st, ttn_entry *entry, PyObject *argname, PyObject *from,
+               PyObject *to)
+{
+    entry->calls++;
+    if (st->track_sites)
+        ttn_track(st, entry, argname, from, to);
+}
+
 static inline void
 ttn_hit(ttn_state *st, ttn_entry *entry)
 {
-    (void)st;
-    entry->calls++;
+    ttn_hit_detail(st, entry, NULL, NULL, NULL);
 }
 
 /* devargs.c: rewrite one argument.  Each returns 1 and a new reference in
@@ -92,7 +124,8 @@ extern PyType_Spec ttn_function_spec;
 extern PyType_Spec ttn_method_spec;
 extern PyType_Spec ttn_attribute_spec;
 PyObject *ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
-                          ttn_entry *entry, int mode, int pos, PyObject *device_kws);
+                          ttn_entry *entry, int mode, int pos, PyObject *device_kws,
+                          PyObject *value);
 PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name,
                             ttn_entry *entry);
 
@@ -101,9 +134,20 @@ int ttn_device_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *devic
                             ttn_entry *entry);
 void ttn_device_ctor_restore(ttn_state *st);
 
+/* import_hook.c */
+extern PyType_Spec ttn_import_hook_spec;
+extern PyType_Spec ttn_post_import_spec;
+int ttn_resolve_owner(PyObject *spec, PyObject **owner, PyObject **module_name);
+int ttn_import_hook_install(PyObject *module, ttn_state *st);
+int ttn_import_hook_remove(ttn_state *st);
+
+/* module.c: install the rows waiting for module `name` */
+int ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name);
+
 /* patch.c */
 int ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replacement);
 int ttn_patch_restore_all(ttn_state *st);
+Py_ssize_t ttn_rebind(ttn_state *st, PyObject *module);
 
 /* host_alias.c */
 PyObject *ttn_host_alias(ttn_state *st, PyObject *tensor);

@@ -28,6 +28,7 @@ typedef struct {
     int pos; /* index in the vectorcall arguments of a positional device
               * (or backend) argument; -1 for none */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
+    PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
 } WrapperObject;
 
@@ -42,6 +43,9 @@ typedef struct {
     PyObject **buf; /* buf[0] is free for PY_VECTORCALL_ARGUMENTS_OFFSET */
     PyObject *owned[TTN_MAX_REWRITES];
     int nowned;
+    /* the first rewrite, for the log: argument name and value before */
+    PyObject *first_name;
+    PyObject *first_from;
 } ttn_rewrite;
 
 static int
@@ -65,6 +69,8 @@ rewrite_set(ttn_rewrite *rw, Py_ssize_t i, PyObject *value)
         PyErr_SetString(PyExc_SystemError, "too many rewritten arguments");
         return -1;
     }
+    if (rw->nowned == 0)
+        rw->first_from = rw->args[i];
     rw->owned[rw->nowned++] = value;
     rw->buf[1 + i] = value;
     return 0;
@@ -89,12 +95,18 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
     PyObject *value = NULL;
     int r;
 
-    if (is_backend)
+    if (self->mode == TTN_MODE_ARG_REPLACE) {
+        value = Py_NewRef(self->value);
+        r = 1;
+    }
+    else if (is_backend)
         r = ttn_map_backend(self->state, rw->args[i], &value);
     else
         r = ttn_map_device(self->state, rw->args[i], &value, argname, self->entry);
     if (r <= 0)
         return r;
+    if (rw->nowned == 0)
+        rw->first_name = argname;
     return rewrite_set(rw, i, value) < 0 ? -1 : 1;
 }
 
@@ -110,17 +122,32 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
 
     if (!st->enabled)
         return PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
+    if (self->mode == TTN_MODE_UNSUPPORTED) {
+        if (ttn_unsupported_hit(st, self->entry) < 0)
+            return NULL;
+        /* No stand-in: results would be wrong, so say so. */
+        if (self->target == self->wrapped) {
+            PyErr_Format(PyExc_NotImplementedError, "%s has no NPU counterpart: %s",
+                         self->entry->source, self->entry->target);
+            return NULL;
+        }
+        return PyObject_Vectorcall(self->target, args, nargsf, kwnames);
+    }
     nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     rw.args = args;
     rw.total = nargs + nkw;
     rw.buf = NULL;
     rw.nowned = 0;
+    rw.first_name = NULL;
+    rw.first_from = NULL;
 
     if (self->pos >= 0 && self->pos < nargs) {
         int backend = self->mode == TTN_MODE_BACKEND;
 
         r = rewrite_slot(self, &rw, self->pos, backend,
-                         backend ? st->str_backend : st->str_device);
+                         self->mode == TTN_MODE_ARG_REPLACE ? NULL
+                         : backend                          ? st->str_backend
+                                                            : st->str_device);
         if (r < 0)
             goto exit;
         changed |= r;
@@ -142,7 +169,9 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
             goto exit;
         changed |= r;
     }
-    if (changed || self->mode == TTN_MODE_REDIRECT)
+    if (changed)
+        ttn_hit_detail(st, self->entry, rw.first_name, rw.first_from, rw.owned[0]);
+    else if (self->mode == TTN_MODE_REDIRECT)
         ttn_hit(st, self->entry);
     if (rw.buf == NULL)
         result = PyObject_Vectorcall(self->target, args, nargsf, kwnames);
@@ -159,7 +188,7 @@ exit:
 
 PyObject *
 ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
-                ttn_entry *entry, int mode, int pos, PyObject *device_kws)
+                ttn_entry *entry, int mode, int pos, PyObject *device_kws, PyObject *value)
 {
     PyTypeObject *type = binds ? st->method_type : st->function_type;
     WrapperObject *self = PyObject_GC_New(WrapperObject, type);
@@ -174,6 +203,7 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->mode = mode;
     self->pos = pos;
     self->device_kws = Py_NewRef(device_kws);
+    self->value = Py_XNewRef(value);
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
@@ -188,6 +218,7 @@ Wrapper_traverse(WrapperObject *self, visitproc visit, void *arg)
     Py_VISIT(self->wrapped);
     Py_VISIT(self->target);
     Py_VISIT(self->device_kws);
+    Py_VISIT(self->value);
     return 0;
 }
 
@@ -197,6 +228,7 @@ Wrapper_clear(WrapperObject *self)
     Py_CLEAR(self->wrapped);
     Py_CLEAR(self->target);
     Py_CLEAR(self->device_kws);
+    Py_CLEAR(self->value);
     return 0;
 }
 

@@ -46,6 +46,20 @@ SAMPLES = {
     "triu_indices": lambda d: torch.triu_indices(3, 3, device=d),
     "zeros": lambda d: torch.zeros(2, device=d),
     "zeros_like": lambda d: torch.zeros_like(X, device=d),
+    "fft.fftfreq": lambda d: torch.fft.fftfreq(5, device=d),
+    "fft.rfftfreq": lambda d: torch.fft.rfftfreq(5, device=d),
+    "signal.windows.bartlett": lambda d: torch.signal.windows.bartlett(5, device=d),
+    "signal.windows.blackman": lambda d: torch.signal.windows.blackman(5, device=d),
+    "signal.windows.cosine": lambda d: torch.signal.windows.cosine(5, device=d),
+    "signal.windows.exponential": lambda d: torch.signal.windows.exponential(5, device=d),
+    "signal.windows.gaussian": lambda d: torch.signal.windows.gaussian(5, device=d),
+    "signal.windows.general_cosine": lambda d: torch.signal.windows.general_cosine(
+        5, a=[0.5, 0.5], device=d),
+    "signal.windows.general_hamming": lambda d: torch.signal.windows.general_hamming(5, device=d),
+    "signal.windows.hamming": lambda d: torch.signal.windows.hamming(5, device=d),
+    "signal.windows.hann": lambda d: torch.signal.windows.hann(5, device=d),
+    "signal.windows.kaiser": lambda d: torch.signal.windows.kaiser(5, device=d),
+    "signal.windows.nuttall": lambda d: torch.signal.windows.nuttall(5, device=d),
 }
 
 # Mapped, but the virtual NPU has no sparse or quantized kernels: the call
@@ -80,6 +94,8 @@ def test_factory_device_argument(name, device):
     assert _same(out.cpu(), ref)
     # A torch.device('cuda:0') was mapped when it was made, not here.
     assert calls(f"torch.{name}") == before + (device != "torch.device")
+    if name == "eye":
+        assert torch.equal(out.cpu(), ref)
 
 
 def test_factory_values_equal_cpu():
@@ -103,11 +119,12 @@ def test_sparse_reaches_the_npu(name):
 
 
 def test_every_device_factory_has_a_sample():
-    mapped = {m["source"][len("torch."):] for m in transfer_to_npu.mappings()
-              if m["kind"] == "device_arg" and m["source"].count(".") == 1
-              and m["source"] not in ("torch.load",)}
+    from transfer_to_npu._rules import factories
+
+    mapped = {r[0][len("torch."):] for r in factories.rows(torch)}
     assert mapped <= set(SAMPLES) | set(UNSUPPORTED_ON_VIRTUAL), mapped - set(SAMPLES)
-    assert {"zeros", "ones", "empty", "randn", "tensor", "arange", "full"} <= mapped
+    assert {"zeros", "ones", "empty", "randn", "tensor", "arange", "full", "fft.fftfreq",
+            "signal.windows.hann"} <= mapped
 
 
 def test_cpu_factories_untouched():

@@ -8,6 +8,8 @@ patches PyTorch in-process so that CUDA spellings (``torch.cuda.*``,
 memory is host memory and whose kernels are the host's.
 """
 
+import os
+import sys
 import threading
 
 from . import _C
@@ -32,6 +34,23 @@ def _import_torch():
     return torch
 
 
+def _visible_devices():
+    """A CUDA script's device selection applies to the NPU when it has none
+    of its own."""
+    cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cuda is not None and "ASCEND_RT_VISIBLE_DEVICES" not in os.environ:
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = cuda
+
+
+def _warm_torch_caches(torch):
+    """torch caches some sets of its own functions on first use; filled after
+    the patches, they would hold the wrappers instead of the functions torch
+    compares against (`with torch.device(...)` would stop placing tensors)."""
+    import torch.utils._device as device_context
+
+    device_context._device_constructors()
+
+
 def enable():
     """Migrate: install the NPU backend and patch every CUDA spelling.
     Idempotent."""
@@ -40,10 +59,17 @@ def enable():
         if _C.is_enabled():
             return
         torch = _import_torch()
-        from . import _rules, backends
+        from . import _report, _rules, backends
 
+        _visible_devices()
         name = backends.install()
+        _report.configure(name)
+        _warm_torch_caches(torch)
         _C.enable(_rules.rows(torch))
+        # Names bound before this import (`from torch.cuda import
+        # synchronize` in the user's modules) are migrated too.
+        _C.rebind([m for n, m in list(sys.modules.items())
+                   if m is not None and not n.startswith(__name__)])
         backend = name
 
 

@@ -6,5 +6,6 @@
 Suite *devspec_suite(void);
 Suite *backend_suite(void);
 Suite *table_suite(void);
+Suite *ptrmap_suite(void);
 
 #endif

@@ -8,11 +8,13 @@ single source of truth that mappings(), --list, the log and the report read.
 
 One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
-``serialization`` (torch.load), ``distributed`` (process groups).  Rows are
-made by ``row()`` in ``_row.py``, which documents their fields.
+``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
+``data``, ``profiler``, ``distributed`` (process groups).  Rows are made by
+``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import cuda_module, distributed, factories, serialization, tensors
+from . import (amp, cuda_module, data, distributed, factories, profiler, serialization, storage,
+               tensors)
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -25,4 +27,5 @@ def rows(torch):
     return ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
                  "device")]
             + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
-            + serialization.rows(torch) + distributed.rows(torch))
+            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
+            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch))

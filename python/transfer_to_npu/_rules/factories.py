@@ -1,4 +1,7 @@
-"""The device argument of torch.* functions, found in torch's op schemas."""
+"""The device argument of torch.*, torch.fft.* and torch.signal.windows.*
+functions, found in torch's op schemas and function signatures."""
+
+import inspect
 
 from .. import _C
 from ._row import row
@@ -15,8 +18,37 @@ def _takes_device(torch, name):
     return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
 
 
+def _signature_takes_device(fn):
+    try:
+        return "device" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _module_rows(module, prefix, schema_prefix, torch):
+    """Rows for the public functions of a module that take a device: a
+    builtin by its op schema (aten::<schema_prefix><name>), a Python
+    function by its signature."""
+    out = []
+    for name in sorted(dir(module)):
+        fn = getattr(module, name)
+        if hasattr(fn, "__npu_source__"):
+            fn = fn.__wrapped__  # already migrated: judge the original
+        if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+            continue
+        if inspect.isbuiltin(fn):
+            takes = _takes_device(torch, schema_prefix + name)
+        else:
+            takes = inspect.isfunction(fn) and _signature_takes_device(fn)
+        if takes:
+            out.append(row(f"{prefix}.{name}", f"{prefix}.{name}", "device_arg",
+                           _C.MODE_DEVICE_ARG, module, name))
+    return out
+
+
 def rows(torch):
-    """Every torch.* function whose op schema has a ``device`` argument."""
+    """Every torch.* function whose op schema has a ``device`` argument, and
+    those of torch.fft and torch.signal.windows."""
     out = []
     functions = torch._C._VariableFunctions
     names = [n for n in dir(functions) if not n.startswith("_") and _takes_device(torch, n)]
@@ -24,4 +56,6 @@ def rows(torch):
         if hasattr(torch, name):
             out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,
                            torch, name))
+    out += _module_rows(torch.fft, "torch.fft", "fft_", torch)
+    out += _module_rows(torch.signal.windows, "torch.signal.windows", "", torch)
     return out

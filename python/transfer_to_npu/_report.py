@@ -1,0 +1,164 @@
+"""What was migrated: the mapping log, its exit summary and the JSON report.
+
+    TRANSFER_TO_NPU_LOG=1|2        log mappings (first hit per call site | every call)
+    TRANSFER_TO_NPU_LOG_FILE=path  log there instead of stderr
+    TRANSFER_TO_NPU_REPORT=path    write a JSON report at exit
+
+Lines and call sites are recorded by the C core, in the mapping table; this
+module configures it, and at exit reads the table for the summary and the
+report.  Every process writes its own files: when several processes share a
+path, the ones after the first add ``.rank<RANK>`` (or ``.pid<PID>``), and a
+path may also say where with ``{rank}`` and ``{pid}``.
+"""
+
+import atexit
+import json
+import os
+import sys
+import warnings
+
+from . import _C
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+_state = {"level": 0, "log_path": None, "report_path": None, "backend": None,
+          "registered": False}
+
+
+def _int_env(name, default=0):
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value not in (0, 1, 2):
+        raise ValueError(f"{name} must be 0, 1 or 2, got {raw!r}")
+    return value
+
+
+def per_process_path(path, kind):
+    """The file this process writes for a path that several processes may
+    share (kind: "LOG" or "REPORT")."""
+    pid = os.getpid()
+    rank = os.environ.get("RANK")
+    if "{pid}" in path or "{rank}" in path:
+        return path.replace("{pid}", str(pid)).replace("{rank}", rank if rank is not None else "0")
+    marker = f"TRANSFER_TO_NPU_{kind}_OWNER"
+    owner = os.environ.get(marker)
+    if owner is None:
+        # The first process to claim the path; the processes it starts
+        # inherit the claim and write beside it.
+        os.environ[marker] = str(pid)
+        return path if rank in (None, "0") else f"{path}.rank{rank}"
+    if owner == str(pid):
+        return path
+    return f"{path}.rank{rank}" if rank is not None else f"{path}.pid{pid}"
+
+
+def _internal_prefixes():
+    import torch
+
+    return (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _PACKAGE_DIR + os.sep)
+
+
+def _check_writable(path, what):
+    """Open path for appending once, so that a bad path is reported now and
+    not at the end of a long run.  Returns path, or None to fall back."""
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        warnings.warn(f"transfer_to_npu: cannot write the {what} to {path!r} ({exc.strerror}); "
+                      f"{'logging to stderr' if what == 'log' else 'no report will be written'}",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    return path
+
+
+def configure(backend, level=None, log_file=None, report=None):
+    """Set the log and the report from arguments, else from the
+    environment."""
+    level = _int_env("TRANSFER_TO_NPU_LOG") if level is None else level
+    if level not in (0, 1, 2):
+        raise ValueError(f"log level must be 0, 1 or 2, got {level!r}")
+    log_file = os.environ.get("TRANSFER_TO_NPU_LOG_FILE") if log_file is None else log_file
+    report = os.environ.get("TRANSFER_TO_NPU_REPORT") if report is None else report
+    log_path = _check_writable(per_process_path(log_file, "LOG"), "log") if log_file else None
+    report_path = (_check_writable(per_process_path(report, "REPORT"), "report")
+                   if report else None)
+    _state.update(level=level, log_path=log_path, report_path=report_path, backend=backend,
+                  log_file=log_file, report=report)
+    _C.log_configure(level, log_path, report_path is not None, _internal_prefixes())
+    if level and os.environ.get("RANK", "0") == "0":
+        _C.log_write(f"transfer_to_npu: CUDA calls run on the npu ({backend} backend)\n")
+    if not _state["registered"]:
+        _state["registered"] = True
+        atexit.register(_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+
+
+def _after_fork():
+    """A forked child (a data-loading worker, os.fork()) counts and writes
+    its own calls, in its own files."""
+    _C.reset_counts()
+    if _state["level"] or _state["report_path"]:
+        log_path = per_process_path(_state["log_file"], "LOG") if _state["log_path"] else None
+        report_path = (per_process_path(_state["report"], "REPORT") if _state["report_path"]
+                       else None)
+        _state.update(log_path=log_path, report_path=report_path)
+        _C.log_configure(_state["level"], log_path, report_path is not None,
+                         _internal_prefixes())
+
+
+def used_mappings():
+    """Table entries hit in this process, with their call sites."""
+    return [m for m in _C.mappings() if m["calls"]]
+
+
+def summary():
+    rows = sorted(used_mappings(), key=lambda m: (-m["calls"], m["source"]))
+    lines = [f"transfer_to_npu: summary ({_state['backend']} backend): "
+             f"{sum(m['calls'] for m in rows)} calls migrated, {len(rows)} APIs\n"]
+    if rows:
+        lines.append(f"  {'calls':>8} {'sites':>5}  source -> target\n")
+    for m in rows:
+        lines.append(f"  {m['calls']:>8} {len(m['sites']):>5}  {m['source']} -> {m['target']}\n")
+    return "".join(lines)
+
+
+def report():
+    """The JSON report's content."""
+    import torch
+
+    used = used_mappings()
+    return {
+        "backend": _state["backend"],
+        "torch_version": torch.__version__,
+        "mappings": [{"source": m["source"], "target": m["target"], "count": m["calls"],
+                      "sites": [where for where, _ in m["sites"]]}
+                     for m in used if m["kind"] != "unsupported"],
+        "unsupported": [{"api": m["source"], "count": m["calls"],
+                         "sites": [where for where, _ in m["sites"]]}
+                        for m in used if m["kind"] == "unsupported"],
+    }
+
+
+def write_report(path):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(report(), f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _at_exit():
+    try:
+        if _state["level"]:
+            _C.log_write(summary())
+        if _state["report_path"]:
+            write_report(_state["report_path"])
+    except Exception as exc:  # at exit there is no caller left to raise to
+        print(f"transfer_to_npu: could not write the summary or report: {exc}", file=sys.stderr)

@@ -1,0 +1,22 @@
+"""Storages: UntypedStorage(n, device='cuda'), storage.cuda(),
+storage.is_cuda."""
+
+from .. import _C
+from ._row import row
+
+
+def rows(torch):
+    typed, untyped = torch.TypedStorage, torch.UntypedStorage
+    out = [row("torch.UntypedStorage", "torch.UntypedStorage", "device_arg", _C.MODE_DEVICE_ARG,
+               untyped, "__new__")]
+    # Patched on the classes users name: UntypedStorage finds is_cuda in its
+    # C base before the Python one.
+    for cls, name in ((untyped, "UntypedStorage"), (typed, "TypedStorage")):
+        # .npu() and .is_npu come with the npu device's registration.
+        if hasattr(cls, "npu"):
+            out.append(row(f"torch.{name}.cuda", f"torch.{name}.npu", "method",
+                           _C.MODE_REDIRECT, cls, "cuda", cls.npu, 1, True))
+        if hasattr(cls, "is_npu"):
+            out.append(row(f"torch.{name}.is_cuda", f"torch.{name}.is_npu", "attribute",
+                           _C.MODE_ATTRIBUTE, cls, "is_cuda", "is_npu"))
+    return out

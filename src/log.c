@@ -1,0 +1,272 @@
+/* The mapping log and call-site tracking.
+ *
+ * When the log or the report is on, every mapped call records the user's
+ * call site ("file:line", the first frame outside torch and
+ * transfer_to_npu) in its table entry.  Level 1 prints a line the first
+ * time a mapping is hit at a site, level 2 on every call.  With both off the
+ * wrappers test one flag and do nothing else.
+ */
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------- */
+
+/* The innermost frame outside the prefixes in st->internal_prefixes: its
+ * file name (new reference) and line, or NULL filename when there is none. */
+static int
+user_frame(ttn_state *st, PyObject **filename, int *lineno)
+{
+    PyFrameObject *frame = PyEval_GetFrame();
+    int rc = -1;
+
+    *filename = NULL;
+    *lineno = 0;
+    Py_XINCREF(frame);
+    while (frame != NULL) {
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        PyObject *name = code->co_filename;
+        Py_ssize_t i, n = st->internal_prefixes == NULL ? 0 : PyTuple_GET_SIZE(st->internal_prefixes);
+        int internal = 0;
+        PyFrameObject *back;
+
+        for (i = 0; i < n && !internal; i++) {
+            Py_ssize_t r = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(st->internal_prefixes, i),
+                                               0, PY_SSIZE_T_MAX, -1);
+            if (r < 0) {
+                Py_DECREF(code);
+                goto exit;
+            }
+            internal = (int)r;
+        }
+        if (!internal) {
+            *filename = Py_NewRef(name);
+            *lineno = PyFrame_GetLineNumber(frame);
+            Py_DECREF(code);
+            break;
+        }
+        Py_DECREF(code);
+        back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(frame);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+
+static int
+write_all(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int
+ttn_log_write(ttn_state *st, PyObject *line)
+{
+    const char *s;
+    Py_ssize_t n;
+    PyObject *err;
+
+    if (st->log_fd < 0 && st->log_path != NULL) {
+        /* Opened on the first line, so that a process that logs nothing
+         * (a data-loading worker, say) leaves no empty file. */
+        const char *path = PyUnicode_AsUTF8(st->log_path);
+
+        if (path == NULL)
+            return -1;
+        st->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (st->log_fd < 0) {
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, st->log_path);
+            Py_CLEAR(st->log_path); /* from now on: sys.stderr */
+            return -1;
+        }
+    }
+    if (st->log_fd >= 0) {
+        /* One write(2) per line on an O_APPEND descriptor: lines from
+         * several threads never mix. */
+        s = PyUnicode_AsUTF8AndSize(line, &n);
+        return s == NULL ? -1 : write_all(st->log_fd, s, (size_t)n);
+    }
+    err = PySys_GetObject("stderr");
+    if (err == NULL || err == Py_None)
+        return 0;
+    return PyFile_WriteObject(line, err, Py_PRINT_RAW);
+}
+
+/* ------------------------------------------------------------------------- */
+
+static PyObject *
+format_line(ttn_entry *e, PyObject *where, PyObject *argname, PyObject *from, PyObject *to)
+{
+    if (argname != NULL)
+        return PyUnicode_FromFormat("transfer_to_npu: %U: %s(%U=%R) -> %s(%U=%R)\n", where,
+                                    e->source, argname, from, e->target, argname, to);
+    return PyUnicode_FromFormat("transfer_to_npu: %U: %s -> %s\n", where, e->source, e->target);
+}
+
+/* Record one hit of e at the user's call site; log it if the level says so.
+ * Returns the site's Python name through *where_out (new reference) when
+ * asked, and whether the site is new through *created.  -1 on error. */
+static int
+record(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject *to,
+       PyObject **filename_out, int *lineno_out, int *created)
+{
+    PyObject *filename = NULL, *where = NULL, *line = NULL;
+    const char *key;
+    int lineno = 0, rc = -1;
+
+    *created = 0;
+    if (user_frame(st, &filename, &lineno) < 0)
+        goto exit;
+    where = filename != NULL ? PyUnicode_FromFormat("%U:%d", filename, lineno)
+                             : PyUnicode_FromString("<unknown>:0");
+    if (where == NULL)
+        goto exit;
+    key = PyUnicode_AsUTF8(where);
+    if (key == NULL)
+        goto exit;
+    if (ttn_entry_hit_site(e, key, created) == NULL) {
+        PyErr_NoMemory();
+        goto exit;
+    }
+    if (st->log_level >= 2 || (st->log_level == 1 && *created)) {
+        line = format_line(e, where, argname, from, to);
+        if (line == NULL || ttn_log_write(st, line) < 0)
+            goto exit;
+    }
+    if (filename_out != NULL) {
+        *filename_out = filename;
+        *lineno_out = lineno;
+        filename = NULL;
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(filename);
+    Py_XDECREF(where);
+    Py_XDECREF(line);
+    return rc;
+}
+
+void
+ttn_track(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject *to)
+{
+    int created;
+
+    /* A log that cannot be written must not fail the user's call: report
+     * the failure the way Python reports errors it cannot raise. */
+    if (record(st, e, argname, from, to, NULL, NULL, &created) < 0)
+        PyErr_WriteUnraisable(NULL);
+}
+
+/* ------------------------------------------------------------------------- */
+
+int
+ttn_unsupported_hit(ttn_state *st, ttn_entry *e)
+{
+    PyObject *filename = NULL, *message = NULL;
+    int lineno = 0, created = 0, rc = -1;
+
+    e->calls++;
+    /* Sites are always kept for these: the warning is once per site. */
+    if (record(st, e, NULL, NULL, NULL, &filename, &lineno, &created) < 0)
+        goto exit;
+    if (created) {
+        message = PyUnicode_FromFormat("transfer_to_npu: %s has no NPU counterpart: %s",
+                                       e->source, e->target);
+        if (message == NULL)
+            goto exit;
+        if (PyErr_WarnExplicitObject(PyExc_RuntimeWarning, message,
+                                     filename != NULL ? filename : Py_None, lineno, NULL,
+                                     NULL) < 0)
+            goto exit;
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(filename);
+    Py_XDECREF(message);
+    return rc;
+}
+
+/* ========================================================================= */
+
+void
+ttn_log_close(ttn_state *st)
+{
+    /* Only a descriptor this module opened is closed. */
+    if (st->log_fd >= 0 && st->log_path != NULL)
+        close(st->log_fd);
+    st->log_fd = -1;
+    Py_CLEAR(st->log_path);
+}
+
+static PyObject *
+log_configure(PyObject *module, PyObject *args)
+{
+    ttn_state *st = ttn_get_state(module);
+    int level, track;
+    PyObject *path, *prefixes;
+
+    if (!PyArg_ParseTuple(args, "iOpO!:log_configure", &level, &path, &track, &PyTuple_Type,
+                          &prefixes))
+        return NULL;
+    if (level < 0 || level > 2) {
+        PyErr_Format(PyExc_ValueError, "log level must be 0, 1 or 2, got %d", level);
+        return NULL;
+    }
+    if (path != Py_None && !PyUnicode_Check(path)) {
+        PyErr_Format(PyExc_TypeError, "log path must be a str or None, got %.200s",
+                     Py_TYPE(path)->tp_name);
+        return NULL;
+    }
+    ttn_log_close(st);
+    if (path != Py_None)
+        st->log_path = Py_NewRef(path);
+    Py_XSETREF(st->internal_prefixes, Py_NewRef(prefixes));
+    st->log_level = level;
+    st->track_sites = track || level > 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+log_write(PyObject *module, PyObject *line)
+{
+    if (!PyUnicode_Check(line)) {
+        PyErr_Format(PyExc_TypeError, "log_write() takes a str, got %.200s",
+                     Py_TYPE(line)->tp_name);
+        return NULL;
+    }
+    if (ttn_log_write(ttn_get_state(module), line) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyMethodDef ttn_log_methods[] = {
+    {"log_configure", log_configure, METH_VARARGS,
+     "log_configure(level, path, track_sites, internal_prefixes): level 0-2; path None for "
+     "sys.stderr, else a file opened (append) at the first line; track_sites records call "
+     "sites for the report; frames whose file starts with one of internal_prefixes are not "
+     "the user's"},
+    {"log_write", log_write, METH_O, "log_write(line): write a line where the log goes"},
+    {NULL, NULL, 0, NULL},
+};

@@ -124,6 +124,54 @@ exit:
     return rc;
 }
 
+/* A map_location dict ({'cuda:0': 'cuda:1'}): every key and value that is
+ * a CUDA device is mapped.  A rewritten key is added beside the original,
+ * so that storages tagged 'cuda:0' (a CUDA checkpoint) and 'npu:0' (an npu
+ * one) both find their entry. */
+static int
+map_device_dict(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                ttn_entry *entry)
+{
+    PyObject *result = NULL, *key, *item;
+    Py_ssize_t pos = 0;
+    int changed = 0, rc = -1;
+
+    result = PyDict_New();
+    if (result == NULL)
+        goto exit;
+    while (PyDict_Next(value, &pos, &key, &item)) {
+        PyObject *new_key = NULL, *new_item = NULL;
+        int rk, ri;
+
+        rk = ttn_map_device(st, key, &new_key, argname, entry);
+        if (rk < 0)
+            goto exit;
+        ri = ttn_map_device(st, item, &new_item, argname, entry);
+        if (ri < 0) {
+            Py_XDECREF(new_key);
+            goto exit;
+        }
+        changed |= rk | ri;
+        if (PyDict_SetItem(result, key, ri ? new_item : item) < 0 ||
+            (rk && PyDict_SetItem(result, new_key, ri ? new_item : item) < 0)) {
+            Py_XDECREF(new_key);
+            Py_XDECREF(new_item);
+            goto exit;
+        }
+        Py_XDECREF(new_key);
+        Py_XDECREF(new_item);
+    }
+    if (changed) {
+        *out = result;
+        result = NULL;
+    }
+    rc = changed;
+
+exit:
+    Py_XDECREF(result);
+    return rc;
+}
+
 int
 ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
                ttn_entry *entry)
@@ -155,6 +203,8 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
     }
     if (st->device_type != NULL && Py_IS_TYPE(value, st->device_type))
         return map_device_object(st, value, out);
+    if (PyDict_CheckExact(value))
+        return map_device_dict(st, value, out, argname, entry);
     return 0;
 }
 

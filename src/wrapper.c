@@ -428,6 +428,21 @@ Attribute_descr_get(AttributeObject *self, PyObject *obj, PyObject *type)
     return get(self->wrapped, obj, type);
 }
 
+/* A data descriptor like the getset it replaces: assignment goes to the
+ * original, which refuses it in torch's own words. */
+static int
+Attribute_descr_set(AttributeObject *self, PyObject *obj, PyObject *value)
+{
+    descrsetfunc set = Py_TYPE(self->wrapped)->tp_descr_set;
+
+    if (set == NULL) {
+        PyErr_Format(PyExc_AttributeError, "attribute '%s' is not writable",
+                     self->entry->source);
+        return -1;
+    }
+    return set(self->wrapped, obj, value);
+}
+
 static int
 Attribute_traverse(AttributeObject *self, visitproc visit, void *arg)
 {
@@ -470,6 +485,7 @@ static PyMemberDef Attribute_members[] = {
 
 static PyType_Slot attribute_slots[] = {
     {Py_tp_descr_get, Attribute_descr_get},
+    {Py_tp_descr_set, Attribute_descr_set},
     {Py_tp_traverse, Attribute_traverse},
     {Py_tp_clear, Attribute_clear},
     {Py_tp_dealloc, Attribute_dealloc},

@@ -65,7 +65,9 @@ def enable():
         name = backends.install()
         _report.configure(name)
         _warm_torch_caches(torch)
-        _C.enable(_rules.rows(torch))
+        rows = _rules.rows(torch)
+        _C.enable(rows)
+        _rules.after_enable(torch, rows)
         # Names bound before this import (`from torch.cuda import
         # synchronize` in the user's modules) are migrated too.
         _C.rebind([m for n, m in list(sys.modules.items())

@@ -9,12 +9,13 @@ single source of truth that mappings(), --list, the log and the report read.
 One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
 ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
-``data``, ``profiler``, ``distributed`` (process groups).  Rows are made by
+``data``, ``profiler``, ``distributed`` (process groups), ``jit``
+(TorchScript), ``unsupported`` (CUDA APIs with no NPU counterpart).  Rows are made by
 ``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import (amp, cuda_module, data, distributed, factories, profiler, serialization, storage,
-               tensors)
+from . import (amp, cuda_module, data, distributed, factories, jit, profiler, serialization,
+               storage, tensors, unsupported)
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -28,4 +29,18 @@ def rows(torch):
                  "device")]
             + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
             + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
-            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch))
+            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
+            + jit.rows(torch) + unsupported.rows(torch))
+
+
+def after_enable(torch, installed_rows):
+    """What has to see the installed wrappers (TorchScript's builtin table)."""
+    wrappers = []
+    for r in installed_rows:
+        owner, name = r[4], r[5]
+        if isinstance(owner, str):
+            continue
+        current = getattr(owner, name, None)
+        if hasattr(current, "__npu_source__"):
+            wrappers.append(current)
+    jit.register_builtins(torch, wrappers)

@@ -1,0 +1,122 @@
+"""CUDA APIs with no NPU counterpart.
+
+Each public function of torch.cuda (and of its nvtx, graphs and jiterator
+modules) that the npu module lacks is mapped to one of:
+
+* an exact stand-in, when the answer on the npu is known
+  (``is_current_stream_capturing()`` is False: nothing is captured);
+* a no-op stand-in where skipping the call is harmless (NVTX ranges, sync
+  debug modes): warned once per call site, listed in the report;
+* an error where results would be wrong (CUDA graphs, jiterator kernels,
+  the CUDA runtime): warned once per call site, listed in the report, and
+  NotImplementedError naming the API.
+
+Classes the user may catch or test against (OutOfMemoryError, storages)
+and typing helpers are left as they are.
+"""
+
+import contextlib
+import inspect
+import types
+
+from .. import _C
+from ._row import row
+
+# Deprecated torch.cuda names for functions the npu has under today's name.
+ALIASES = {
+    "memory_cached": "memory_reserved",
+    "max_memory_cached": "max_memory_reserved",
+    "reset_max_memory_cached": "reset_peak_memory_stats",
+}
+
+EXACT = {
+    "is_current_stream_capturing": (lambda: False, "False (nothing is captured on the npu)"),
+}
+
+
+@contextlib.contextmanager
+def _no_range(*args, **kwargs):
+    yield
+
+
+NOOP = {
+    "nvtx.range_push": (lambda msg: 0, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_pop": (lambda: 0, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_start": (lambda msg: 0, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_end": (lambda range_id: None, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.mark": (lambda msg: None, "NVTX marks annotate CUDA profiles; skipped"),
+    "nvtx.range": (_no_range, "NVTX ranges annotate CUDA profiles; skipped"),
+    "set_sync_debug_mode": (lambda debug_mode: None, "CUDA sync debugging; skipped"),
+    "get_sync_debug_mode": (lambda: 0, "CUDA sync debugging is off"),
+    "get_arch_list": (lambda: [], "no CUDA architectures"),
+    "get_gencode_flags": (lambda: "", "no CUDA code generation flags"),
+    "ipc_collect": (lambda: None, "CUDA IPC memory; nothing to collect"),
+    "memory._record_memory_history": (lambda *a, **k: None,
+                                      "CUDA allocator history; not recorded"),
+}
+
+ERROR = {
+    "CUDAGraph": "CUDA graphs capture and replay GPU work; on Ascend use torch_npu's NPUGraph",
+    "graph": "CUDA graphs capture and replay GPU work; on Ascend use torch_npu's NPUGraph",
+    "graphs.CUDAGraph": "CUDA graphs capture and replay GPU work",
+    "graphs.graph": "CUDA graphs capture and replay GPU work",
+    "make_graphed_callables": "CUDA graphs capture and replay GPU work",
+    "graphs.make_graphed_callables": "CUDA graphs capture and replay GPU work",
+    "graph_pool_handle": "CUDA graphs capture and replay GPU work",
+    "graphs.graph_pool_handle": "CUDA graphs capture and replay GPU work",
+    "jiterator._create_jit_fn": "jiterator compiles CUDA C++ source at run time",
+    "jiterator._create_multi_output_jit_fn": "jiterator compiles CUDA C++ source at run time",
+    "cudart": "the CUDA runtime library is not on an NPU machine",
+}
+DEFAULT_REASON = "no equivalent on the NPU"
+
+
+def _lookup(torch, dotted):
+    obj = torch.cuda
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None, None
+    owner_path, _, name = ("torch.cuda." + dotted).rpartition(".")
+    return owner_path, name
+
+
+def _is_cuda_function(obj):
+    obj = getattr(obj, "__wrapped__", obj) if hasattr(obj, "__npu_source__") else obj
+    if not (inspect.isfunction(obj) or inspect.isbuiltin(obj)):
+        return False
+    return (getattr(obj, "__module__", "") or "").startswith("torch.cuda")
+
+
+def rows(torch):
+    npu = torch.npu
+    out = []
+    listed = {}
+    for name, target in ALIASES.items():
+        if hasattr(torch.cuda, name) and hasattr(npu, target):
+            out.append(row(f"torch.cuda.{name}", f"torch.npu.{target}", "function",
+                           _C.MODE_REDIRECT, torch.cuda, name, getattr(npu, target)))
+            listed[name] = True
+    for name, (fn, why) in EXACT.items():
+        if hasattr(torch.cuda, name) and not hasattr(npu, name):
+            out.append(row(f"torch.cuda.{name}", why, "function", _C.MODE_REDIRECT, torch.cuda,
+                           name, fn))
+            listed[name] = True
+    for table, stand_in in ((NOOP, True), (ERROR, False)):
+        for dotted, value in table.items():
+            owner_path, name = _lookup(torch, dotted)
+            if owner_path is None or (("." not in dotted) and hasattr(npu, dotted)):
+                continue
+            fn, why = value if stand_in else (None, value)
+            out.append(row(f"torch.cuda.{dotted}", why, "unsupported", _C.MODE_UNSUPPORTED,
+                           owner_path, name, fn, kws=()))
+            listed[dotted] = True
+    # Every other torch.cuda function the npu lacks.
+    for name in sorted(dir(torch.cuda)):
+        obj = getattr(torch.cuda, name)
+        if (name.startswith("_") or name in listed or hasattr(npu, name)
+                or isinstance(obj, (type, types.ModuleType)) or not _is_cuda_function(obj)):
+            continue
+        out.append(row(f"torch.cuda.{name}", DEFAULT_REASON, "unsupported",
+                       _C.MODE_UNSUPPORTED, torch.cuda, name, None, kws=()))
+    return out

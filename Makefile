@@ -3,7 +3,7 @@
 PYTHON ?= python3
 CC ?= gcc
 CHECK_FLAGS := $(shell pkg-config --cflags --libs check 2>/dev/null)
-PURE_C := src/devspec.c src/table.c src/ptrmap.c
+PURE_C := src/devspec.c src/table.c src/ptrmap.c src/json.c src/rules.c
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 

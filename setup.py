@@ -20,10 +20,13 @@ SOURCES = [
     "src/host_call.c",
     "src/log.c",
     "src/import_hook.c",
+    "src/rules_glue.c",
     # pure C, shared with the check unit tests
     "src/devspec.c",
     "src/table.c",
     "src/ptrmap.c",
+    "src/json.c",
+    "src/rules.c",
 ]
 
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",

@@ -122,15 +122,32 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     device_kws = interned_names(kws);
     if (device_kws == NULL)
         goto exit;
-    original = PyObject_GetAttr(owner, name);
+    if (PyDict_Check(owner)) {
+        /* A dict entry (sys.modules): only ever replaced, and may be absent. */
+        if (mode != TTN_MODE_REPLACE) {
+            PyErr_Format(PyExc_ValueError, "%s: a dict entry can only be replaced", source);
+            goto exit;
+        }
+        original = PyDict_GetItemWithError(owner, name);
+        if (original == NULL && PyErr_Occurred())
+            goto exit;
+        original = Py_NewRef(original != NULL ? original : Py_None);
+    }
+    else
+        original = PyObject_GetAttr(owner, name);
     if (original == NULL) {
         /* Rows are derived from what torch has; one this build of torch
-         * lacks is skipped, and that is the only failure skipped. */
+         * lacks is skipped, and that is the only failure skipped.  A value
+         * put in place (a renamed module) needs no original. */
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
             PyErr_Clear();
-            rc = 0;
+            if (mode != TTN_MODE_REPLACE)
+                rc = 0;
+            else
+                original = Py_NewRef(Py_None);
         }
-        goto exit;
+        if (original == NULL)
+            goto exit;
     }
     entry = ttn_table_add(&st->table, source, target, kind, NULL);
     if (entry == NULL) {
@@ -510,7 +527,8 @@ module_exec(PyObject *module)
     st->log_fd = -1;
     if (PyModule_AddFunctions(module, ttn_host_alias_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_host_call_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_log_methods) < 0)
+        PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_rules_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||

@@ -149,6 +149,9 @@ int ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *re
 int ttn_patch_restore_all(ttn_state *st);
 Py_ssize_t ttn_rebind(ttn_state *st, PyObject *module);
 
+/* rules_glue.c */
+extern PyMethodDef ttn_rules_methods[];
+
 /* host_alias.c */
 PyObject *ttn_host_alias(ttn_state *st, PyObject *tensor);
 PyObject *ttn_device_alias(ttn_state *st, PyObject *tensor, int index, int account);

@@ -93,4 +93,20 @@ def mappings():
              "calls": m["calls"]} for m in _C.mappings()]
 
 
-enable()
+def _run_by_our_cli():
+    """`python -m transfer_to_npu ...` imports this package before its
+    __main__ reads the command line; that __main__ enables, with its
+    options."""
+    argv = getattr(sys, "orig_argv", None) or []
+    if sys.argv[:1] != ["-m"]:
+        return False
+    for i, arg in enumerate(argv):
+        if arg == "-m":
+            return argv[i + 1:i + 2] == [__name__]
+        if arg.startswith("-m"):
+            return arg[2:] == __name__
+    return False
+
+
+if not _run_by_our_cli():
+    enable()

@@ -7,5 +7,7 @@ Suite *devspec_suite(void);
 Suite *backend_suite(void);
 Suite *table_suite(void);
 Suite *ptrmap_suite(void);
+Suite *json_suite(void);
+Suite *rules_suite(void);
 
 #endif

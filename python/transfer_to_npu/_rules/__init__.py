@@ -9,13 +9,15 @@ single source of truth that mappings(), --list, the log and the report read.
 One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
 ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
-``data``, ``profiler``, ``distributed`` (process groups), ``jit``
-(TorchScript), ``unsupported`` (CUDA APIs with no NPU counterpart).  Rows are made by
+``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
+(nn.DataParallel), ``jit``
+(TorchScript), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
+(the user's rules file, TRANSFER_TO_NPU_RULES).  Rows are made by
 ``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import (amp, cuda_module, data, distributed, factories, jit, profiler, serialization,
-               storage, tensors, unsupported)
+from . import (amp, cuda_module, data, distributed, factories, jit, parallel, profiler,
+               serialization, storage, tensors, unsupported, user)
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -30,7 +32,8 @@ def rows(torch):
             + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
             + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
             + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
-            + jit.rows(torch) + unsupported.rows(torch))
+            + parallel.rows(torch) + jit.rows(torch) + unsupported.rows(torch)
+            + user.rows(torch))
 
 
 def after_enable(torch, installed_rows):

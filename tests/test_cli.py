@@ -1,0 +1,103 @@
+"""python -m transfer_to_npu runs an unedited script as python would."""
+import json
+import sys
+import textwrap
+
+import pytest
+
+from conftest import run_python
+
+SCRIPT = textwrap.dedent("""
+    import os, sys
+    import torch
+    print("argv", sys.argv)
+    print("path0", sys.path[0])
+    print("name", __name__)
+    print("device", torch.zeros(1, device="cuda").device)
+    if "fail" in sys.argv:
+        def inner():
+            raise ValueError("boom")
+        inner()
+    sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
+""")
+
+
+@pytest.fixture
+def script(tmp_path):
+    d = tmp_path / "proj"
+    d.mkdir()
+    path = d / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def test_runs_as_python_would(script, tmp_path):
+    proc = run_python(["-m", "transfer_to_npu", str(script), "--lr", "0.1", "7"], cwd=tmp_path)
+    assert proc.returncode == 7, proc.stderr
+    out = dict(l.split(" ", 1) for l in proc.stdout.splitlines())
+    assert out["argv"] == repr([str(script), "--lr", "0.1", "7"])
+    assert out["path0"] == str(script.parent)
+    assert out["name"] == "__main__"
+    assert out["device"] == "npu:0"
+
+
+def test_traceback_points_at_the_users_lines(script):
+    proc = run_python(["-m", "transfer_to_npu", str(script), "fail"])
+    assert proc.returncode == 1
+    tb = proc.stderr
+    assert tb.startswith("Traceback (most recent call last):")
+    assert f'File "{script}", line 11, in <module>' in tb
+    assert f'File "{script}", line 10, in inner' in tb
+    assert "runpy" not in tb and "__main__.py" not in tb
+    assert tb.rstrip().endswith("ValueError: boom")
+
+
+def test_log_and_report_flags(script, tmp_path):
+    report = tmp_path / "r.json"
+    proc = run_python(["-m", "transfer_to_npu", "--log", "1", "--report", str(report),
+                       str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert f"{script}:7: torch.zeros(device='cuda')" in proc.stderr
+    data = json.loads(report.read_text())
+    assert data["mappings"][0]["sites"] == [f"{script}:7"]
+
+
+def test_module_mode(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "run.py").write_text(
+        "import sys, torch\nprint(sys.argv[1:], torch.ones(1).cuda().device)\n")
+    proc = run_python(["-m", "transfer_to_npu", "-m", "pkg.run", "a", "b"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['a', 'b'] npu:0"
+
+
+def test_list_prints_the_table():
+    proc = run_python(["-m", "transfer_to_npu", "--list"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# ") and "mappings" in lines[0]
+    import transfer_to_npu
+
+    assert len(lines) - 1 == len(transfer_to_npu.mappings())
+    assert any(l.split() == ["torch.cuda.synchronize", "function", "torch.npu.synchronize"]
+               for l in lines)
+
+
+def test_missing_script():
+    proc = run_python(["-m", "transfer_to_npu", "no_such_script.py"])
+    assert proc.returncode == 2
+    assert "can't open file" in proc.stderr and "no_such_script.py" in proc.stderr
+
+
+def test_children_are_migrated(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        import subprocess, sys
+        code = "import torch; print(torch.zeros(1, device='cuda').device)"
+        print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout.strip())
+    """))
+    proc = run_python(["-m", "transfer_to_npu", str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "npu:0"

@@ -1,0 +1,69 @@
+"""Import order does not matter: names bound before the one-line import are
+migrated, and modules imported after it are patched when they load."""
+import textwrap
+
+from conftest import run_python
+
+
+def test_names_bound_before_the_import(tmp_path):
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        from torch.cuda import synchronize, is_available
+        from torch.distributed import init_process_group
+        import torch
+        ones = torch.ones
+    """))
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch.cuda import synchronize, device_count
+        from torch.distributed import init_process_group
+        zeros = torch.zeros
+        import helpers
+        import transfer_to_npu
+
+        assert zeros(2, device="cuda").device.type == "npu"
+        assert helpers.ones(2, device="cuda:0").device.type == "npu"
+        synchronize()
+        helpers.synchronize()
+        assert helpers.is_available() is True and device_count() >= 1
+        assert init_process_group.__npu_source__ == "torch.distributed.init_process_group"
+        assert helpers.init_process_group is init_process_group
+        calls = {m["source"]: m["calls"] for m in transfer_to_npu.mappings()}
+        assert calls["torch.cuda.synchronize"] == 2, calls
+        transfer_to_npu.disable()
+        assert not hasattr(zeros, "__npu_source__")
+        assert not hasattr(helpers.synchronize, "__npu_source__")
+        print("ok")
+    """))
+    proc = run_python([str(script)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_module_imported_later_is_patched(tmp_path):
+    # torch.distributed.fsdp is not imported by `import torch`; nor is a
+    # user module named by a rule.  Both get their rows when they load.
+    (tmp_path / "late.py").write_text(textwrap.dedent("""
+        def place(x, device=None):
+            return x.to(device)
+    """))
+    rules = tmp_path / "rules.json"
+    rules.write_text('{"rules": {"FuncNameModifyRule": [{"old_name": "late.place", '
+                     '"new_name": "late_impl.place_on_npu"}]}}')
+    (tmp_path / "late_impl.py").write_text(textwrap.dedent("""
+        def place_on_npu(x, device=None):
+            return x.to("npu")
+    """))
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import transfer_to_npu, torch
+        assert "late" not in sys.modules
+        import late
+        y = late.place(torch.ones(1), "cpu")
+        assert y.device.type == "npu", y.device
+        print("ok")
+    """))
+    proc = run_python([str(script)], cwd=tmp_path, env={"TRANSFER_TO_NPU_RULES": str(rules)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"

@@ -1,0 +1,66 @@
+"""TorchScript keeps working, and torch.compile runs migrated code."""
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import npu
+
+
+@torch.jit.script
+def _scale(x):
+    return x * 2 + 1
+
+
+@torch.jit.script
+def _plus_cuda_ones(x):
+    return x + torch.ones(3, device="cuda")
+
+
+class _Scripted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) + torch.zeros(3, device="cuda:0")
+
+
+def test_script_runs_on_npu_tensors():
+    x = torch.ones(3, device="cuda")
+    y = _scale(x)
+    assert y.device == npu(0) and y.cpu().tolist() == [3.0, 3.0, 3.0]
+
+
+def test_script_with_cuda_constants():
+    y = _plus_cuda_ones(torch.ones(3, device="cuda"))
+    assert y.device == npu(0) and y.cpu().tolist() == [2.0, 2.0, 2.0]
+    assert '"npu"' in str(_plus_cuda_ones.graph)
+
+
+def test_scripted_module():
+    m = torch.jit.script(_Scripted()).cuda()
+    out = m(torch.ones(2, 3, device="cuda"))
+    assert out.device == npu(0) and out.shape == (2, 3)
+
+
+def test_trace():
+    lin = nn.Linear(3, 2).cuda()
+    traced = torch.jit.trace(lin, torch.ones(1, 3, device="cuda"))
+    assert traced(torch.ones(4, 3, device="cuda")).device == npu(0)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compile_gives_the_eager_result(backend):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 2).cuda()
+
+    def step(x):
+        y = lin(x.to("cuda"))
+        return (y * torch.ones(2, device="cuda")).relu().sum(0)
+
+    x = torch.randn(4, 3)
+    compiled = torch.compile(step, backend=backend)
+    got = compiled(x)
+    assert got.device == npu(0)
+    assert torch.allclose(got.cpu(), step(x).cpu())

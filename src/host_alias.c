@@ -19,7 +19,9 @@ typedef struct {
     _Atomic int64_t allocated; /* bytes in live npu storages */
     _Atomic int64_t peak;
     _Atomic int64_t allocations; /* live npu storages */
-    _Atomic int64_t total_allocated; /* bytes ever allocated */
+    _Atomic int64_t peak_allocations;
+    _Atomic int64_t total_allocated;   /* bytes ever allocated */
+    _Atomic int64_t total_allocations; /* storages ever allocated */
 } ttn_device_memory;
 
 static ttn_device_memory memory[TTN_MAX_DEVICE_INDEX + 1];
@@ -48,20 +50,29 @@ owned_delete(ttn_DLManagedTensorVersioned *self)
     free(owned);
 }
 
+/* Raise *peak to now unless another thread raised it further. */
+static void
+raise_peak(_Atomic int64_t *peak, int64_t now)
+{
+    int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+
+    while (now > seen &&
+           !atomic_compare_exchange_weak_explicit(peak, &seen, now, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
 static void
 account(int device, int64_t nbytes)
 {
     ttn_device_memory *m = &memory[device];
-    int64_t now, peak;
 
-    now = atomic_fetch_add_explicit(&m->allocated, nbytes, memory_order_relaxed) + nbytes;
-    atomic_fetch_add_explicit(&m->allocations, 1, memory_order_relaxed);
+    raise_peak(&m->peak,
+               atomic_fetch_add_explicit(&m->allocated, nbytes, memory_order_relaxed) + nbytes);
+    raise_peak(&m->peak_allocations,
+               atomic_fetch_add_explicit(&m->allocations, 1, memory_order_relaxed) + 1);
     atomic_fetch_add_explicit(&m->total_allocated, nbytes, memory_order_relaxed);
-    peak = atomic_load_explicit(&m->peak, memory_order_relaxed);
-    while (now > peak &&
-           !atomic_compare_exchange_weak_explicit(&m->peak, &peak, now, memory_order_relaxed,
-                                                  memory_order_relaxed))
-        ;
+    atomic_fetch_add_explicit(&m->total_allocations, 1, memory_order_relaxed);
 }
 
 /* Bytes spanned by a strided tensor. */
@@ -239,6 +250,94 @@ exit:
     return result;
 }
 
+/* ------------------------------------------------------------------------- */
+
+/* Pinned host memory (Tensor.pin_memory()): a cpu tensor whose data
+ * address stays in the registry, a Python set, until torch frees the
+ * memory, so that is_pinned() can answer for any tensor over it.  The
+ * deleter may run on any thread, so it takes the interpreter lock. */
+typedef struct {
+    ttn_DLManagedTensorVersioned managed;
+    ttn_DLManagedTensorVersioned *inner;
+    PyObject *registry;
+    PyObject *key;
+} ttn_pinned;
+
+static void
+pinned_delete(ttn_DLManagedTensorVersioned *self)
+{
+    ttn_pinned *p = self->manager_ctx;
+
+    /* After finalisation the registry is gone with the interpreter. */
+    if (Py_IsInitialized()) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        PyObject *type, *value, *tb;
+
+        /* Memory may be freed while an exception is being raised. */
+        PyErr_Fetch(&type, &value, &tb);
+        if (PySet_Discard(p->registry, p->key) < 0)
+            PyErr_WriteUnraisable(p->registry);
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(p->registry);
+        Py_DECREF(p->key);
+        PyGILState_Release(gil);
+    }
+    if (p->inner->deleter != NULL)
+        p->inner->deleter(p->inner);
+    free(p);
+}
+
+static PyObject *
+pin(ttn_state *st, PyObject *tensor)
+{
+    ttn_DLManagedTensorVersioned *inner = NULL;
+    ttn_pinned *p = NULL;
+    PyObject *key = NULL;
+    void *result = NULL;
+
+    if (check_ready(st) < 0)
+        goto exit;
+    if (!PyObject_TypeCheck(tensor, st->tensor_type)) {
+        PyErr_Format(PyExc_TypeError, "pin: expected a tensor, got %.200s",
+                     Py_TYPE(tensor)->tp_name);
+        goto exit;
+    }
+    if (st->dlpack->managed_tensor_from_py_object_no_sync(tensor, &inner) < 0)
+        goto exit;
+    if (inner->dl_tensor.device.device_type != ttn_kDLCPU) {
+        PyErr_SetString(PyExc_ValueError, "pin: expected a cpu tensor");
+        goto exit;
+    }
+    key = PyLong_FromVoidPtr((char *)inner->dl_tensor.data + inner->dl_tensor.byte_offset);
+    p = key != NULL ? malloc(sizeof(*p)) : NULL;
+    if (p == NULL) {
+        if (key != NULL)
+            PyErr_NoMemory();
+        goto exit;
+    }
+    if (PySet_Add(st->pinned, key) < 0)
+        goto exit;
+    p->managed = *inner;
+    p->managed.manager_ctx = p;
+    p->managed.deleter = pinned_delete;
+    p->inner = inner;
+    p->registry = Py_NewRef(st->pinned);
+    p->key = Py_NewRef(key);
+    /* The consumer owns p (and inner through it) from here on, success or
+     * not. */
+    inner = NULL;
+    if (st->dlpack->managed_tensor_to_py_object_no_sync(&p->managed, &result) < 0)
+        result = NULL;
+    p = NULL;
+
+exit:
+    free(p);
+    if (inner != NULL && inner->deleter != NULL)
+        inner->deleter(inner);
+    Py_XDECREF(key);
+    return result;
+}
+
 /* ========================================================================= */
 /* Python interface: used by the virtual NPU's op handlers and device module. */
 
@@ -262,11 +361,11 @@ static PyObject *
 host_install(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *capsule, *tensor_type, *cpu_device, *classify, *resize_retry;
+    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry;
     const ttn_DLPackExchangeAPI *api;
 
     if (!PyArg_ParseTuple(args, "OO!OOO:host_install", &capsule, &PyType_Type, &tensor_type,
-                          &cpu_device, &classify, &resize_retry))
+                          &cpu_device, &classify, &retry))
         return NULL;
     if (!PyType_Check(Py_TYPE(cpu_device)) || Py_TYPE(cpu_device)->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "host_install: cpu_device must be a torch.device");
@@ -290,7 +389,9 @@ host_install(PyObject *module, PyObject *args)
     /* Device arguments of npu ops are recognised by this type. */
     Py_XSETREF(st->device_type, (PyTypeObject *)Py_NewRef(Py_TYPE(cpu_device)));
     Py_XSETREF(st->classify, Py_NewRef(classify));
-    Py_XSETREF(st->resize_retry, Py_NewRef(resize_retry));
+    Py_XSETREF(st->retry, Py_NewRef(retry));
+    if (st->pinned == NULL && (st->pinned = PySet_New(NULL)) == NULL)
+        return NULL;
     st->dlpack = api;
     Py_RETURN_NONE;
 }
@@ -354,10 +455,12 @@ host_memory_stats(PyObject *module, PyObject *arg)
     if (index_arg(arg, &index) < 0)
         return NULL;
     m = &memory[index];
-    return Py_BuildValue("{sLsLsLsL}", "allocated", (long long)atomic_load(&m->allocated),
+    return Py_BuildValue("{sLsLsLsLsLsL}", "allocated", (long long)atomic_load(&m->allocated),
                          "peak", (long long)atomic_load(&m->peak), "allocations",
-                         (long long)atomic_load(&m->allocations), "total_allocated",
-                         (long long)atomic_load(&m->total_allocated));
+                         (long long)atomic_load(&m->allocations), "peak_allocations",
+                         (long long)atomic_load(&m->peak_allocations), "total_allocated",
+                         (long long)atomic_load(&m->total_allocated), "total_allocations",
+                         (long long)atomic_load(&m->total_allocations));
 }
 
 static PyObject *
@@ -371,7 +474,28 @@ host_reset_peak(PyObject *module, PyObject *arg)
         return NULL;
     m = &memory[index];
     atomic_store(&m->peak, atomic_load(&m->allocated));
+    atomic_store(&m->peak_allocations, atomic_load(&m->allocations));
     Py_RETURN_NONE;
+}
+
+static PyObject *
+host_pin(PyObject *module, PyObject *tensor)
+{
+    return pin(ttn_get_state(module), tensor);
+}
+
+static PyObject *
+host_is_pinned(PyObject *module, PyObject *address)
+{
+    ttn_state *st = ttn_get_state(module);
+    int found;
+
+    if (st->pinned == NULL)
+        Py_RETURN_FALSE;
+    found = PySet_Contains(st->pinned, address);
+    if (found < 0)
+        return NULL;
+    return PyBool_FromLong(found);
 }
 
 static PyObject *
@@ -387,7 +511,7 @@ host_set_current_device(PyObject *module, PyObject *arg)
 
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
-     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, resize_retry)\n"
+     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry)\n"
      "Make the virtual NPU's aliasing available."},
     {"to_host", host_to_host, METH_O, "to_host(npu_tensor) -> cpu tensor over the same memory"},
     {"to_device", (PyCFunction)(void (*)(void))host_to_device, METH_FASTCALL,
@@ -397,6 +521,10 @@ PyMethodDef ttn_host_alias_methods[] = {
      "owner keeps alive"},
     {"memory_stats", host_memory_stats, METH_O, "memory_stats(index) -> dict of byte counts"},
     {"reset_peak_memory", host_reset_peak, METH_O, "reset_peak_memory(index)"},
+    {"pin", host_pin, METH_O,
+     "pin(cpu_tensor) -> cpu tensor over the same memory, pinned until torch frees it"},
+    {"is_pinned", host_is_pinned, METH_O,
+     "is_pinned(data_address) -> whether pin() made the memory at that address"},
     {"set_current_device", host_set_current_device, METH_O,
      "set_current_device(index): the device npu results without one go to"},
     {NULL, NULL, 0, NULL},

@@ -9,7 +9,9 @@
  * device; a result that is one of the aliased inputs (in-place and out=
  * ops) is returned as the caller's own npu tensor.  Ops that need more than
  * this (views, copies between devices, resizing) are handed to Python
- * handlers chosen once per op by the `classify` callable.
+ * handlers chosen once per op by the `classify` callable.  A call the
+ * generic path fails is handed, with its error, to the Python slow path
+ * (`retry`), which reruns what it can and otherwise raises.
  */
 #include "state.h"
 
@@ -20,6 +22,7 @@ typedef struct {
     ttn_state *st;
     PyObject *op;
     int tensor_index; /* npu device of the tensor inputs, -1 if none */
+    int host_tensor;  /* a cpu tensor of one or more dimensions is an input */
     int device_index; /* npu device named by a device argument, -1 if none */
     int device_named; /* a device argument named the npu, with or without index */
     /* (cpu alias, npu original) pairs, new references */
@@ -72,16 +75,33 @@ call_free(ttn_call *c)
 
 static PyObject *convert_arg(ttn_call *c, PyObject *v);
 
+static int
+type_and_rank(ttn_state *st, PyObject *tensor, int *type, int *index, int *rank)
+{
+    ttn_DLTensor t;
+
+    if (st->dlpack->dltensor_from_py_object_no_sync(tensor, &t) < 0)
+        return -1;
+    *type = t.device.device_type;
+    *index = t.device.device_id;
+    *rank = t.ndim;
+    return 0;
+}
+
 static PyObject *
 convert_tensor(ttn_call *c, PyObject *v)
 {
     PyObject *alias = NULL;
-    int type, index;
+    int type, index, rank;
 
-    if (ttn_tensor_device(c->st, v, &type, &index) < 0)
+    if (type_and_rank(c->st, v, &type, &index, &rank) < 0)
         return NULL;
-    if (type != ttn_kDLExtDev)
+    if (type != ttn_kDLExtDev) {
+        /* cpu scalars mix with device tensors, as in torch's kernels */
+        if (type == ttn_kDLCPU && rank > 0)
+            c->host_tensor = 1;
         return Py_NewRef(v);
+    }
     if (c->tensor_index < 0)
         c->tensor_index = index;
     else if (c->tensor_index != index) {
@@ -197,6 +217,77 @@ convert_arg(ttn_call *c, PyObject *v)
 
 static PyObject *convert_result(ttn_call *c, PyObject *r, int index);
 
+static int
+same_geometry(const ttn_DLTensor *a, const ttn_DLTensor *b)
+{
+    int32_t i;
+
+    if (a->ndim != b->ndim)
+        return 0;
+    for (i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i] ||
+            (a->strides != NULL && b->strides != NULL && a->strides[i] != b->strides[i]))
+            return 0;
+    return 1;
+}
+
+static PyObject *
+int64_tuple(const int64_t *values, int32_t n)
+{
+    PyObject *t = PyTuple_New(n);
+    int32_t i;
+
+    for (i = 0; t != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)values[i]);
+
+        if (v == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+/* An in-place or out= result is the caller's own npu tensor.  The cpu
+ * kernel may have re-shaped the host alias within its memory (an out=
+ * tensor resized to fewer elements, or to none): the npu tensor takes the
+ * alias's shape.  Growing is not possible here; that fails in the kernel
+ * and goes to the slow path. */
+static PyObject *
+own_result(ttn_call *c, PyObject *alias, PyObject *original)
+{
+    ttn_DLTensor a, o;
+    PyObject *sizes = NULL, *strides = NULL, *offset = NULL, *done = NULL, *result = NULL;
+
+    if (c->st->dlpack->dltensor_from_py_object_no_sync(alias, &a) < 0 ||
+        c->st->dlpack->dltensor_from_py_object_no_sync(original, &o) < 0)
+        goto exit;
+    if (same_geometry(&a, &o)) {
+        result = Py_NewRef(original);
+        goto exit;
+    }
+    if (a.strides == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%R re-shaped an npu tensor without strides", c->op);
+        goto exit;
+    }
+    sizes = int64_tuple(a.shape, a.ndim);
+    strides = int64_tuple(a.strides, a.ndim);
+    offset = sizes != NULL && strides != NULL
+                 ? PyObject_CallMethod(original, "storage_offset", NULL) : NULL;
+    if (offset == NULL)
+        goto exit;
+    done = PyObject_CallMethod(original, "as_strided_", "OOO", sizes, strides, offset);
+    if (done != NULL)
+        result = Py_NewRef(original);
+
+exit:
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(offset);
+    Py_XDECREF(done);
+    return result;
+}
+
 static PyObject *
 result_tensor(ttn_call *c, PyObject *r, int index)
 {
@@ -207,7 +298,7 @@ result_tensor(ttn_call *c, PyObject *r, int index)
      * npu tensor, not the alias. */
     for (i = 0; i < c->npairs; i++)
         if (c->pairs[2 * i] == r)
-            return Py_NewRef(c->pairs[2 * i + 1]);
+            return own_result(c, r, c->pairs[2 * i + 1]);
     if (ttn_tensor_device(c->st, r, &type, &dev) < 0)
         return NULL;
     if (type != ttn_kDLCPU)
@@ -290,9 +381,14 @@ lookup(ttn_state *st, PyObject *op, PyObject **handler)
     return PyDict_GetItemWithError(st->host_ops, op);
 }
 
+/* Run fn, the host form of op, on host aliases of the npu arguments.  When
+ * `strict`, a cpu tensor of one or more dimensions among npu tensors is an
+ * error, as torch's device check has it; ops that take such a tensor on
+ * purpose (cpu indices, the batch sizes of a packed sequence) come through
+ * a Python handler and host_run, which is not strict. */
 static PyObject *
 run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
-            PyObject *kwnames)
+            PyObject *kwnames, int strict)
 {
     ttn_call c;
     PyObject *small[TTN_SMALL_ARGS + 1];
@@ -308,6 +404,7 @@ run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py
     c.tensor_index = -1;
     c.device_index = -1;
     c.device_named = 0;
+    c.host_tensor = 0;
     c.pairs = c.small_pairs;
     c.npairs = 0;
     c.cap = TTN_SMALL_PAIRS;
@@ -322,6 +419,13 @@ run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py
         conv[done + 1] = convert_arg(&c, args[done]);
         if (conv[done + 1] == NULL)
             goto exit;
+    }
+    if (strict && c.host_tensor && c.tensor_index >= 0) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Expected all tensors to be on the same device, but found at least two "
+                     "devices, npu:%d and cpu! (in operator %R)",
+                     c.tensor_index, op);
+        goto exit;
     }
     raw = PyObject_Vectorcall(fn, conv + 1, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
                               kwnames);
@@ -347,38 +451,45 @@ exit:
     return result;
 }
 
-/* Whether the pending error is a cpu kernel's failure to grow an out=
- * tensor: the host alias of an npu tensor has memory of a fixed size.  If
- * so the error is cleared and the op is rerun the slow way, with fresh
- * outputs the npu tensors are then pointed at. */
-static int
-needs_growing_outputs(void)
+/* The generic path failed: call retry(error, op, *args, **kwargs), the
+ * Python slow path.  It reruns the calls it knows how to (an out= tensor
+ * that must grow, which a host alias of fixed size cannot; a conjugate
+ * input, which DLPack cannot carry; a number where the op takes a tensor)
+ * and raises anything else, with the op and device named. */
+static PyObject *
+retry(ttn_state *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *type, *value, *tb, *text = NULL;
-    int match = 0;
+    PyObject *type = NULL, *value = NULL, *tb = NULL, *result = NULL;
+    PyObject *small[TTN_SMALL_ARGS + 2] = {NULL};
+    PyObject **call = small;
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
 
-    if (!PyErr_ExceptionMatches(PyExc_RuntimeError))
-        return 0;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    text = value != NULL ? PyObject_Str(value) : NULL;
-    if (text != NULL) {
-        PyObject *needle = PyUnicode_FromString("storage that is not resizable");
-
-        if (needle != NULL)
-            match = PyUnicode_Find(text, needle, 0, PY_SSIZE_T_MAX, 1) >= 0;
-        Py_XDECREF(needle);
-    }
-    PyErr_Clear();
-    Py_XDECREF(text);
-    if (match) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-    }
-    else
+    if (value == NULL || st->retry == NULL) {
         PyErr_Restore(type, value, tb);
-    return match;
+        return NULL;
+    }
+    if (tb != NULL && PyException_SetTraceback(value, tb) < 0)
+        goto exit;
+    if (total + 1 > TTN_SMALL_ARGS + 2) {
+        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
+        if (call == NULL) {
+            PyErr_NoMemory();
+            goto exit;
+        }
+    }
+    call[0] = value;
+    memcpy(call + 1, args, sizeof(PyObject *) * (size_t)total);
+    result = PyObject_Vectorcall(st->retry, call, (size_t)(nargs + 1), kwnames);
+
+exit:
+    if (call != small)
+        PyMem_Free(call);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return result;
 }
 
 static PyObject *
@@ -397,11 +508,9 @@ host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     }
     fn = lookup(st, args[0], &handler);
     if (fn != NULL) {
-        PyObject *result = run_on_host(st, args[0], fn, args + 1, nargs - 1, kwnames);
+        PyObject *result = run_on_host(st, args[0], fn, args + 1, nargs - 1, kwnames, 1);
 
-        if (result == NULL && needs_growing_outputs())
-            result = PyObject_Vectorcall(st->resize_retry, args, (size_t)nargs, kwnames);
-        return result;
+        return result != NULL ? result : retry(st, args, nargs, kwnames);
     }
     if (handler != NULL)
         return PyObject_Vectorcall(handler, args, (size_t)nargs, kwnames);
@@ -423,7 +532,7 @@ host_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
         return NULL;
     }
-    return run_on_host(st, args[0], args[1], args + 2, nargs - 2, kwnames);
+    return run_on_host(st, args[0], args[1], args + 2, nargs - 2, kwnames, 0);
 }
 
 PyMethodDef ttn_host_call_methods[] = {

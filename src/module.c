@@ -583,7 +583,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->host_ops);
     Py_VISIT(st->special_ops);
     Py_VISIT(st->classify);
-    Py_VISIT(st->resize_retry);
+    Py_VISIT(st->retry);
+    Py_VISIT(st->pinned);
     return 0;
 }
 
@@ -623,7 +624,8 @@ module_clear(PyObject *module)
     Py_CLEAR(st->host_ops);
     Py_CLEAR(st->special_ops);
     Py_CLEAR(st->classify);
-    Py_CLEAR(st->resize_retry);
+    Py_CLEAR(st->retry);
+    Py_CLEAR(st->pinned);
     return 0;
 }
 

@@ -78,7 +78,8 @@ typedef struct ttn_state {
     PyObject *host_ops;        /* op -> callable that runs it on the host */
     PyObject *special_ops;     /* op -> Python handler */
     PyObject *classify;        /* op -> handler or None, for ops not seen yet */
-    PyObject *resize_retry;    /* reruns an op whose out= tensors must grow */
+    PyObject *retry;           /* the slow path for a call the generic path failed */
+    PyObject *pinned;          /* set of the data addresses of pinned host memory */
     int current_device;        /* torch.npu.current_device() */
 } ttn_state;
 

@@ -43,13 +43,16 @@ def install():
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import devices, npu, ops, storage
+    from . import amp, devices, npu, ops, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu, hook=_Hooks(), device_guard=_DeviceGuard())
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    ops.classify, ops.resize_retry)
+                    ops.classify, ops.retry)
     ops.register()
+    random.install()
+    amp.install()
+    pinned.install()
     storage.install()
     devices.install_autograd_workaround()
     _installed = True

@@ -106,12 +106,13 @@ def as_device(device=None):
 
 
 def install_autograd_workaround():
-    """torch's autograd engine gives each device index below the device
-    count its worker thread, and a Python-defined device reports a count of
-    one: backward through npu:1 would trip the engine.  Running backward on
-    the calling thread avoids the per-device workers altogether."""
-    if count() <= 1:
-        return
+    """Run backward on the calling thread, never on a per-device worker.
+
+    torch's autograd engine gives each device index below the device count
+    its worker thread, and a Python-defined device reports a count of one:
+    backward through npu:1 would trip the engine.  And the virtual NPU's
+    kernels are the host's: on a worker thread they would only contend with
+    the calling thread's idle OpenMP pool for the same cores."""
     import torch.autograd.graph as graph
 
     run = graph._engine_run_backward

@@ -4,14 +4,22 @@ training code uses.
 
 Memory is host memory and kernels are the host's, so everything here is
 exact: synchronisation has nothing to wait for, memory figures count the
-bytes of live npu tensors, and random numbers come from the host generator
-that the npu kernels use.
+bytes of live npu tensors, and each npu's random numbers come from a host
+generator of its own, which the npu kernels draw from.
 """
+
+import os
 
 import torch
 
-from ... import _C
-from . import devices
+from . import amp, devices, memory, random
+from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info,
+                     memory_allocated, memory_reserved, memory_stats,
+                     memory_stats_as_nested_dict, memory_summary,
+                     reset_accumulated_memory_stats, reset_max_memory_allocated,
+                     reset_peak_memory_stats)
+from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
+                     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 from .streams import (Event, Stream, StreamContext, current_stream, default_stream, set_stream,
                       stream)
 from .typed_tensors import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor,
@@ -23,15 +31,21 @@ __all__ = [
     "is_bf16_supported", "get_amp_supported_dtype",
     "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
     "StreamContext",
+    "get_device_properties", "mem_get_info",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
     "set_rng_state", "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-    "reset_peak_memory_stats", "empty_cache",
+    "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_accumulated_memory_stats",
+    "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "empty_cache", "amp",
     "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor", "CharTensor",
     "ShortTensor", "IntTensor", "LongTensor", "BoolTensor",
 ]
 
 VIRTUAL = True  # tells tools and tests which NPU this is
+
+# Read by torch.utils.checkpoint: only an initialised device has RNG state
+# worth saving for the recomputation.
+_initialized = True
 
 
 # --- devices --------------------------------------------------------------
@@ -102,9 +116,37 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.device.type == "npu" else None)
 
 
+DEVICE_NAME = "Virtual NPU (host memory)"
+
+
+class _NPUDeviceProperties:
+    """What ``get_device_properties()`` says of a virtual NPU: its memory
+    is the host's physical memory, its cores the host's."""
+
+    __slots__ = ("name", "total_memory", "major", "minor", "multi_processor_count",
+                 "is_integrated")
+
+    def __init__(self):
+        self.name = DEVICE_NAME
+        self.total_memory = memory.total_memory()
+        self.major, self.minor = 0, 0
+        self.multi_processor_count = os.cpu_count() or 1
+        self.is_integrated = True
+
+    def __repr__(self):
+        return (f"_NPUDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    devices.index_of(device)
+    return _NPUDeviceProperties()
+
+
 def get_device_name(device=None):
     devices.index_of(device)
-    return "Virtual NPU (host memory)"
+    return DEVICE_NAME
 
 
 def get_device_capability(device=None):
@@ -120,75 +162,12 @@ def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16]
 
 
-# --- random numbers -------------------------------------------------------
-# npu kernels draw from the host's default generator, so seeding it is what
-# makes npu randomness reproducible.
+# --- random numbers and memory -------------------------------------------
+# Each npu has its own host generator (random.py, imported above); memory
+# figures come from the C core's count of live npu tensors (memory.py).
 
-def manual_seed(seed):
-    torch.default_generator.manual_seed(int(seed))
-
-
-def manual_seed_all(seed):
-    torch.default_generator.manual_seed(int(seed))
-
-
-def seed():
-    torch.default_generator.seed()
-
-
-def seed_all():
-    torch.default_generator.seed()
-
-
-def initial_seed():
-    return torch.default_generator.initial_seed()
-
-
-def get_rng_state(device="npu"):
-    devices.index_of(device)
-    return torch.default_generator.get_state()
-
-
-def set_rng_state(new_state, device="npu"):
-    devices.index_of(device)
-    torch.default_generator.set_state(new_state)
-
-
-def get_rng_state_all():
-    return [get_rng_state(i) for i in range(device_count())]
-
-
-def set_rng_state_all(new_states):
-    for i, state in enumerate(new_states):
-        set_rng_state(state, i)
-
-
-# --- memory ---------------------------------------------------------------
-
-def memory_allocated(device=None):
-    return _C.memory_stats(devices.index_of(device))["allocated"]
-
-
-def max_memory_allocated(device=None):
-    return _C.memory_stats(devices.index_of(device))["peak"]
-
-
-def memory_reserved(device=None):
-    # No caching allocator: what is reserved is what is allocated.
-    return memory_allocated(device)
-
-
-def max_memory_reserved(device=None):
-    return max_memory_allocated(device)
-
-
-def reset_peak_memory_stats(device=None):
-    _C.reset_peak_memory(devices.index_of(device))
-
-
-def reset_max_memory_allocated(device=None):
-    reset_peak_memory_stats(device)
-
-
-def empty_cache():
-    pass
+def __getattr__(name):
+    # One generator per visible npu, made when the device is installed.
+    if name == "default_generators":
+        return random.default_generators
+    raise AttributeError(f"module 'torch.npu' has no attribute {name!r}")

@@ -9,7 +9,14 @@ results are aliased back.  The ops here need more than that:
 * copies between devices, resizing and ``set_`` change which memory an npu
   tensor points at, which a cpu alias cannot do;
 * the ``*_overrideable`` convolutions are how torch hands convolutions to a
-  custom device; they run as the host's own ``convolution``.
+  custom device; they run as the host's own ``convolution``;
+* random ops draw from the npu's generators (``random.py``).
+
+Every op that has a cpu kernel of its own is registered for the npu, so the
+npu runs that very kernel in one call, where torch would otherwise run a
+composite (``empty`` + ``op.out``, or a decomposition that computes
+differently from the cpu kernel).  A call the generic path fails comes back
+to ``retry``.
 """
 
 import functools
@@ -17,7 +24,7 @@ import functools
 import torch
 
 from ... import _C
-from . import storage
+from . import devices, random, storage
 
 aten = torch.ops.aten
 
@@ -30,7 +37,16 @@ def _is_npu(t):
 
 
 def _host(t):
-    return _C.to_host(t) if _is_npu(t) else t
+    """The host alias of an npu tensor, with its conjugate and negative
+    bits, which DLPack does not carry (it refuses the one, drops the
+    other)."""
+    if not _is_npu(t):
+        return t
+    if t.is_conj():
+        return _C.to_host(t.conj()).conj()
+    if t.is_neg():
+        return _C.to_host(t)._neg_view()
+    return _C.to_host(t)
 
 
 # --- views ----------------------------------------------------------------
@@ -85,7 +101,9 @@ def _make_view(op, base_pos):
 
     def view(op, *args, **kwargs):
         base = args[base_pos] if base_pos < len(args) else kwargs[base_name]
-        host_base = _C.to_host(base)
+        # The geometry is what matters here: a conjugate base is viewed raw
+        # (the npu view keeps the base's bits through alias()).
+        host_base = _C.to_host(base.conj() if base.is_conj() else base)
         host_args = [host_base if a is base else _host(a) for a in args]
         host_kwargs = {k: host_base if v is base else _host(v) for k, v in kwargs.items()}
         return _rebase(op._op(*host_args, **host_kwargs), base, host_base)
@@ -102,6 +120,8 @@ def _as_strided(self, size, stride, storage_offset=None):
 # --- copies, resizing, set_ -----------------------------------------------
 
 def _copy_from(self, dst, non_blocking=False):
+    # _host keeps the conjugate and negative bits, which the cpu copy_
+    # resolves.
     _host(dst).copy_(_host(self), non_blocking)
     return dst
 
@@ -110,6 +130,25 @@ def _copy_from_and_resize(self, dst):
     if dst.shape != self.shape:
         dst.resize_(self.shape)
     return _copy_from(self, dst)
+
+
+def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
+             non_blocking=False, memory_format=None):
+    """``.to()`` from the npu: the host's own _to_copy of the host alias.
+
+    A host copy has nothing to wait for, so non_blocking changes nothing;
+    torch's composite would stage a non-blocking copy to the cpu in pinned
+    memory, which it cannot allocate for a Python-defined device."""
+    target = self.device if device is None else torch.device(device)
+    copy = aten._to_copy.default(_host(self), dtype=dtype, layout=layout,
+                                 device=torch.device("cpu"), pin_memory=pin_memory,
+                                 memory_format=memory_format)
+    if target.type == "cpu":
+        return copy
+    if target.type != "npu":
+        return copy.to(target)
+    index = devices.current() if target.index is None else devices.check_index(target.index)
+    return _C.to_device(copy.resolve_conj().resolve_neg(), index)
 
 
 def _contiguous_strides(size, memory_format):
@@ -208,7 +247,7 @@ def _npu_index(values):
     return None
 
 
-def resize_retry(op, *args, **kwargs):
+def _rerun_growing(op, args, kwargs):
     """Rerun an op whose cpu kernel had to grow an out= tensor: its host
     alias cannot grow, so the kernel gets fresh cpu outputs and each npu
     out= tensor is then pointed at its result's memory."""
@@ -246,6 +285,47 @@ def resize_retry(op, *args, **kwargs):
     return back(result)
 
 
+def _mutated(op):
+    """Names of the arguments the op writes to."""
+    return {a.name for a in op._schema.arguments
+            if a.alias_info is not None and a.alias_info.is_write}
+
+
+def _numbers_for_tensors(op, args, kwargs):
+    """Whether a Python number stands where the op takes a tensor.  torch
+    hands a C++ 'wrapped number' (``x & 1`` becomes ``bitwise_and.Tensor(x,
+    1)``) to a Python kernel as a plain number, which most ops then refuse
+    to take back as a tensor."""
+    schema = op._schema.arguments
+    named = {a.name: a for a in schema}
+    pairs = list(zip(schema, args)) + [(named[k], v) for k, v in kwargs.items() if k in named]
+    return any(isinstance(a.type, torch.TensorType) and isinstance(v, (int, float, complex))
+               for a, v in pairs)
+
+
+def _host_kernel_missing(error):
+    return (isinstance(error, NotImplementedError)
+            and "with arguments from the 'CPU' backend" in str(error))
+
+
+def retry(error, op, *args, **kwargs):
+    """The slow path for a call the generic path failed with ``error``:
+    rerun it when the failure is the virtual NPU's own, else raise."""
+    if isinstance(error, RuntimeError) and "storage that is not resizable" in str(error):
+        return _rerun_growing(op, args, kwargs)
+    if _numbers_for_tensors(op, args, kwargs):
+        # The overload packet picks the Scalar overload for the number, as
+        # the wrapped number would have had it on the cpu.
+        return _C.host_run(op, op.overloadpacket, *args, **kwargs)
+    if _host_kernel_missing(error):
+        index = _npu_index(list(args) + list(kwargs.values()))
+        raise NotImplementedError(
+            f"{op._schema.name}.{op._overloadname} is not supported on the virtual NPU "
+            f"(npu:{0 if index is None else index}): PyTorch has no host (CPU) kernel for "
+            f"it") from error
+    raise error
+
+
 # --- convolutions ---------------------------------------------------------
 
 def _convolution(*args):
@@ -266,15 +346,53 @@ def _record_stream(self, stream):
     pass
 
 
-# Ops whose composite implementation calls a kernel stub directly, which a
-# Python-defined device cannot provide: they run on the host whole.
-_HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta", "mse_loss")
+def _is_set_to(self, tensor):
+    # Host aliases are storages of their own: compare on the npu.
+    return (tensor.device == self.device
+            and self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+            and self.storage_offset() == tensor.storage_offset()
+            and self.size() == tensor.size() and self.stride() == tensor.stride())
+
+
+# Composite ops (no cpu kernel of their own) that call a kernel stub
+# directly, which a Python-defined device cannot provide: they run on the
+# host whole.
+_HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
+
+
+def _op_of(qualified):
+    """The OpOverload for "aten::name.overload" or "name.overload"."""
+    name, _, overload = qualified.rpartition("::")[2].partition(".")
+    return getattr(getattr(aten, name), overload or "default")
 
 
 def _host_override(qualified):
-    name, _, overload = qualified.partition(".")
-    op = getattr(getattr(aten, name), overload or "default")
+    op = _op_of(qualified)
     return functools.partial(_C.host_run, op, op._op)
+
+
+def _host_kernel_names():
+    """aten ops the npu runs with the cpu's own kernel: those that have one,
+    but for the ops handled here and the in-place view ops (``resize_``,
+    ``set_``), which change the npu tensor itself; and those whose
+    CompositeImplicitAutograd kernel is also their autograd, which a
+    backend kernel would hide.  Plus the composite Scalar overloads
+    (``remainder.Scalar``...): they only wrap the number and call the
+    Tensor overload, which takes a number badly through a Python kernel."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    own = {f"aten::{name}" for name in _IMPLS}
+    own.update(f"aten::{name}" for name in _HOST_OVERRIDES)
+    for qualified in torch._C._dispatch_get_all_op_names():
+        if not qualified.startswith("aten::") or qualified in own:
+            continue
+        if has(qualified, "CPU"):
+            if not has(qualified, "CompositeImplicitAutograd"):
+                yield qualified
+        elif ("Scalar" in qualified.partition(".")[2]
+              and has(qualified, "CompositeExplicitAutograd")
+              and not any("Device" in str(a.type)
+                          for a in _op_of(qualified)._schema.arguments)):
+            yield qualified
 
 
 # --- registration ---------------------------------------------------------
@@ -282,6 +400,7 @@ def _host_override(qualified):
 _IMPLS = {
     "as_strided": _as_strided,
     "_copy_from": _copy_from,
+    "_to_copy": _to_copy,
     "_copy_from_and_resize": _copy_from_and_resize,
     "resize_": _resize_,
     "set_.source_Storage": _set_storage,
@@ -291,7 +410,69 @@ _IMPLS = {
     "convolution_overrideable": _convolution,
     "convolution_backward_overrideable": _convolution_backward,
     "record_stream": _record_stream,
+    "is_set_to": _is_set_to,
 }
+
+
+# --- conjugate and negative inputs ----------------------------------------
+
+def _sees_math_bits(op):
+    """Whether torch hands this op its inputs with their conjugate or
+    negative bit still set (it resolves them first for most ops), so that
+    its cpu kernel can take them into account.  A host alias made through
+    DLPack loses them."""
+    qualified = op.name()
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    through = torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough
+    return any(has(qualified, key) and through(qualified, key)
+               for key in ("Conjugate", "Negative"))
+
+
+def _has_math_bit(v):
+    if isinstance(v, (list, tuple)):
+        return any(_has_math_bit(x) for x in v)
+    return _is_npu(v) and (v.is_conj() or v.is_neg())
+
+
+def _resolving_math_bits(op):
+    """A handler that materialises conjugate and negative npu inputs (on
+    the npu) before the generic path, which would lose the bits."""
+    names = [a.name for a in op._schema.arguments]
+    written = _mutated(op)
+
+    def resolve(name, v):
+        if isinstance(v, (list, tuple)):
+            return type(v)(resolve(name, x) for x in v)
+        if not _has_math_bit(v):
+            return v
+        if name in written:
+            raise NotImplementedError(
+                f"{op._schema.name}.{op._overloadname} on the virtual NPU ({v.device}): cannot "
+                f"write into a conjugate or negative view ({name!r}); call resolve_conj() or "
+                f"resolve_neg() on it first")
+        return v.resolve_conj().resolve_neg()
+
+    def handler(op, *args, **kwargs):
+        if _has_math_bit(args) or _has_math_bit(tuple(kwargs.values())):
+            args = [resolve(names[i] if i < len(names) else "", v) for i, v in enumerate(args)]
+            kwargs = {k: resolve(k, v) for k, v in kwargs.items()}
+        return _C.host_run(op, op._op, *args, **kwargs)
+
+    return handler
+
+
+# Arguments that may be cpu tensors of any shape beside npu tensors, as on
+# CUDA: indices (x[cpu_index]), the lengths and batch sizes of packed
+# sequences, tensor_split's split points.
+_HOST_TENSOR_ARGUMENTS = frozenset({"indices", "batch_sizes", "lengths", "input_lengths",
+                                    "target_lengths", "tensor_indices_or_sections"})
+
+
+def _taking_host_tensors(op):
+    def handler(op, *args, **kwargs):
+        return _C.host_run(op, op._op, *args, **kwargs)
+
+    return handler
 
 
 def classify(op):
@@ -300,6 +481,16 @@ def classify(op):
     base_pos = _view_base_position(op._schema)
     if base_pos is not None:
         return _make_view(op, base_pos)
+    seeded = random.handler(op)
+    if seeded is not None:
+        return seeded
+    if any(a.name in _HOST_TENSOR_ARGUMENTS for a in op._schema.arguments):
+        return _taking_host_tensors(op)
+    reads = [a for a in op._schema.arguments
+             if isinstance(a.type, (torch.TensorType, torch.OptionalType, torch.ListType))
+             and "Tensor" in str(a.type) and not (a.alias_info and a.alias_info.is_write)]
+    if reads and _sees_math_bits(op):
+        return _resolving_math_bits(op)
     return None
 
 
@@ -309,6 +500,15 @@ def register():
         lib.impl(name, fn, "PrivateUse1")
     for name in _HOST_OVERRIDES:
         lib.impl(name, _host_override(name), "PrivateUse1")
+    for qualified in _host_kernel_names():
+        lib.impl(qualified[len("aten::"):], functools.partial(_C.host_call, _op_of(qualified)),
+                 "PrivateUse1")
+    # _copy_from resolves the conjugate and negative bits itself; torch's
+    # generic handling of them would clone the input, which copies through
+    # _copy_from again, without end.
+    for key in ("Conjugate", "Negative"):
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            lib.impl(name, torch.library.fallthrough_kernel, key)
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(_C.host_call, "PrivateUse1")
     _libraries.extend([lib, fallback])

@@ -48,3 +48,10 @@ def _storage_new(cls, *args, device=None, **kwargs):
 
 def install():
     torch.UntypedStorage.__new__ = staticmethod(_storage_new)
+    # storage.npu() and storage.is_npu, as on tensors and modules: the
+    # classic map_location=lambda storage, loc: storage.npu() needs them.
+    if not hasattr(torch.UntypedStorage, "npu"):
+        from torch.utils.backend_registration import (
+            _generate_storage_methods_for_privateuse1_backend)
+
+        _generate_storage_methods_for_privateuse1_backend("npu")

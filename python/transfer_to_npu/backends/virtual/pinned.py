@@ -1,0 +1,56 @@
+"""Pinned host memory with the virtual NPU: ``Tensor.pin_memory()``,
+``is_pinned()``, ``DataLoader(pin_memory=True)``.
+
+torch pins through the accelerator's allocator of pinned memory, which a
+Python-defined device cannot provide.  Here ``pin_memory()`` copies the
+tensor into host memory that the C core registers as pinned until torch
+frees it, and ``is_pinned()`` asks that registry; both are the kernels of
+``_pin_memory`` and ``is_pinned`` for cpu tensors.  Copies from pinned
+memory to the npu, blocking or not, are plain host copies.
+
+``torch.empty(..., pin_memory=True)`` and the other factories still ask
+torch's allocator and fail.
+"""
+
+import torch
+
+from ... import _C
+
+_libraries = []
+
+
+def _pin_memory(self, device=None):
+    if self.layout != torch.strided:
+        raise RuntimeError(
+            f"cannot pin a tensor of layout {self.layout}: only dense CPU tensors can be pinned")
+    # The same strides when they are dense, as torch's pinning keeps them.
+    pinned = torch.empty_like(self)
+    pinned.copy_(self)
+    if pinned.untyped_storage().nbytes() == 0:
+        return pinned
+    return _C.pin(pinned)
+
+
+def _is_pinned(self, device=None):
+    if self.layout != torch.strided:
+        return False
+    storage = self.untyped_storage()
+    return storage.nbytes() > 0 and _C.is_pinned(storage.data_ptr())
+
+
+def _npu_pin_memory(self, device=None):
+    raise RuntimeError(
+        f"cannot pin a tensor on {self.device}: only dense CPU tensors can be pinned")
+
+
+def _npu_is_pinned(self, device=None):
+    return False
+
+
+def install():
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_pin_memory", _pin_memory, "CPU")
+    lib.impl("is_pinned", _is_pinned, "CPU")
+    lib.impl("_pin_memory", _npu_pin_memory, "PrivateUse1")
+    lib.impl("is_pinned", _npu_is_pinned, "PrivateUse1")
+    _libraries.append(lib)

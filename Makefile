@@ -7,12 +7,16 @@ PURE_C := src/devspec.c src/table.c src/ptrmap.c src/json.c src/rules.c
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
-.PHONY: all deps build check pytest test bench demo clean
+.PHONY: all deps tools build check pytest test bench demo sanitize fuzz valgrind clean
 
 all: build
 
 deps:
 	@./scripts/install-deps.sh
+
+# valgrind and clang (libFuzzer, sanitizers) for the reliability targets.
+tools:
+	@WITH_TOOLS=1 ./scripts/install-deps.sh
 
 # The extension, installed into the running Python (plain C, no torch needed
 # at build time).
@@ -41,6 +45,42 @@ bench: build
 demo: build
 	@mkdir -p $(BUILD)/demo
 	cd $(BUILD)/demo && TRANSFER_TO_NPU_BACKEND=virtual $(PYTHON) ../../examples/train_cnn.py
+
+# The pytest suite against the extension built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (preloaded: the interpreter itself is not
+# instrumented; leak checking is off, as CPython keeps memory until exit).
+SAN := $(BUILD)/sanitize
+sanitize: deps
+	rm -rf $(SAN) && mkdir -p $(SAN)/lib
+	cp -r python/transfer_to_npu python/_transfer_to_npu_boot.py $(SAN)/lib/
+	rm -f $(SAN)/lib/transfer_to_npu/*.so
+	TTN_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN)/lib --build-temp $(SAN)/temp
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	PYTHONPATH=$(CURDIR)/$(SAN)/lib $(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+# libFuzzer on the pure-C parsers: device/backend strings and the rules
+# file, FUZZ_SECONDS each (default 300: ten minutes in all).
+FUZZ_SECONDS ?= 300
+FUZZ := $(BUILD)/fuzz
+fuzz: tools
+	@mkdir -p $(FUZZ)/corpus-devspec $(FUZZ)/corpus-rules
+	cp tests/fuzz/corpus/devspec/* $(FUZZ)/corpus-devspec/
+	cp tests/fuzz/corpus/rules/* $(FUZZ)/corpus-rules/
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
+		tests/fuzz/fuzz_devspec.c src/devspec.c -o $(FUZZ)/fuzz_devspec
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
+		tests/fuzz/fuzz_rules.c src/rules.c src/json.c -o $(FUZZ)/fuzz_rules
+	$(FUZZ)/fuzz_devspec -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ)/ \
+		$(FUZZ)/corpus-devspec
+	$(FUZZ)/fuzz_rules -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/rules.dict \
+		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-rules
+
+# The check suites under valgrind: no invalid access, no leak.
+valgrind: $(BUILD)/check_runner tools
+	CK_FORK=no valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=all \
+		$(BUILD)/check_runner
 
 clean:
 	rm -rf $(BUILD) dist *.egg-info python/*.egg-info python/transfer_to_npu/*.so

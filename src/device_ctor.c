@@ -12,6 +12,8 @@ static struct {
     PyObject *module; /* strong: keeps the state below alive */
     ttn_state *state;
     PyTypeObject *type;
+    /* Kept after restore: a call already inside device_new (another thread
+     * may disable meanwhile) still reaches the original. */
     newfunc original_new;
     vectorcallfunc original_vectorcall;
 } installed;
@@ -62,6 +64,7 @@ static PyObject *
 device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     ttn_state *st = installed.state;
+    newfunc original = installed.original_new;
     PyObject *spec = NULL, *index, *cached;
     Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
     const char *s;
@@ -69,7 +72,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     long explicit_index;
 
     if (st == NULL || !st->enabled || type != installed.type)
-        return installed.original_new(type, args, kwds);
+        return original(type, args, kwds);
     if (nargs > 0)
         spec = PyTuple_GET_ITEM(args, 0);
     else if (nkw > 0) {
@@ -79,7 +82,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         from_kw = 1;
     }
     if (spec == NULL || !PyUnicode_Check(spec))
-        return installed.original_new(type, args, kwds);
+        return original(type, args, kwds);
     s = PyUnicode_AsUTF8AndSize(spec, &len);
     if (s == NULL)
         return NULL;
@@ -89,7 +92,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     case TTN_DEV_INVALID:
         return raise_invalid(st, spec);
     default:
-        return installed.original_new(type, args, kwds);
+        return original(type, args, kwds);
     }
 
     index = nargs > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
@@ -169,7 +172,5 @@ ttn_device_ctor_restore(ttn_state *st)
     installed.type->tp_vectorcall = installed.original_vectorcall;
     installed.state = NULL;
     installed.type = NULL;
-    installed.original_new = NULL;
-    installed.original_vectorcall = NULL;
     Py_CLEAR(installed.module);
 }

@@ -147,6 +147,10 @@ ttn_rebind(ttn_state *st, PyObject *module)
     dict = PyModule_GetDict(module);
     /* Collect first, patch after: the dict must not change while walked. */
     while (PyDict_Next(dict, &pos, &key, &value)) {
+        /* Only callables are ever replaced: skip the rest without a lookup. */
+        if (!(PyCFunction_Check(value) || PyFunction_Check(value) || PyType_Check(value) ||
+              Py_IS_TYPE(value, &PyMethodDescr_Type)))
+            continue;
         if (!PyUnicode_Check(key) || ttn_ptrmap_get(&st->replacements, value) == NULL)
             continue;
         if (found == NULL && (found = PyList_New(0)) == NULL)

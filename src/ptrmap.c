@@ -1,6 +1,17 @@
 /* A map from object addresses to pointers (uthash). */
 #include "ttn/ptrmap.h"
 
+#include <stdint.h>
+
+/* Addresses are already spread out: a multiplicative mix of the pointer is
+ * enough, and much cheaper than uthash's byte-wise default. */
+#undef HASH_FUNCTION
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                     \
+    do {                                                                           \
+        uint64_t k_ = (uint64_t)(uintptr_t)(*(const void *const *)(keyptr)) >> 4;  \
+        (hashv) = (unsigned)((k_ * UINT64_C(0x9E3779B97F4A7C15)) >> 32);           \
+    } while (0)
+
 void
 ttn_ptrmap_init(ttn_ptrmap *m)
 {

@@ -25,12 +25,26 @@ backend = None
 _lock = threading.RLock()
 
 
+#: The oldest torch the patcher supports.
+MIN_TORCH = (2, 1)
+
+
 def _import_torch():
     try:
         import torch
     except ImportError as exc:
         raise ImportError(
-            "transfer_to_npu needs PyTorch: pip install torch (2.1 or newer)") from exc
+            f"transfer_to_npu needs PyTorch {MIN_TORCH[0]}.{MIN_TORCH[1]} or newer, and it "
+            f"cannot be imported ({exc})") from exc
+    version = getattr(torch, "__version__", "0")
+    try:
+        found = tuple(int(p) for p in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        found = (0, 0)
+    if found < MIN_TORCH:
+        raise ImportError(
+            f"transfer_to_npu needs PyTorch {MIN_TORCH[0]}.{MIN_TORCH[1]} or newer, found "
+            f"{version} ({getattr(torch, '__file__', '?')})")
     return torch
 
 
@@ -51,12 +65,28 @@ def _warm_torch_caches(torch):
     device_context._device_constructors()
 
 
+# Top-level packages whose globals never hold a name bound by the user: the
+# standard library, torch (but for torch.cuda's own modules) and this one.
+_NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {"torch", __name__,
+                                                                  "_transfer_to_npu_boot"}
+
+
+def _user_modules():
+    return [m for n, m in list(sys.modules.items())
+            if m is not None and (n.partition(".")[0] not in _NOT_USER
+                                  or n.startswith("torch.cuda."))]
+
+
 def enable():
     """Migrate: install the NPU backend and patch every CUDA spelling.
     Idempotent."""
     global backend
     with _lock:
         if _C.is_enabled():
+            # Already on (this module may have been reloaded): say which NPU.
+            from . import backends
+
+            backend = backends.installed
             return
         torch = _import_torch()
         from . import _report, _rules, backends
@@ -70,8 +100,7 @@ def enable():
         _rules.after_enable(torch, rows)
         # Names bound before this import (`from torch.cuda import
         # synchronize` in the user's modules) are migrated too.
-        _C.rebind([m for n, m in list(sys.modules.items())
-                   if m is not None and not n.startswith(__name__)])
+        _C.rebind(_user_modules())
         backend = name
 
 

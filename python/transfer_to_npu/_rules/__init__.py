@@ -16,8 +16,8 @@ Module methods), ``factories`` (device arguments of torch.* functions),
 ``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import (amp, cuda_module, data, distributed, factories, jit, parallel, profiler,
-               serialization, storage, tensors, unsupported, user)
+from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, parallel,
+               profiler, serialization, storage, tensors, unsupported, user)
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -27,13 +27,15 @@ def rows(torch):
     """The mapping table's rows, for the torch that is running."""
     from .. import _C
 
-    return ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
-                 "device")]
-            + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
-            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
-            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
-            + parallel.rows(torch) + jit.rows(torch) + unsupported.rows(torch)
-            + user.rows(torch))
+    out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
+                "device")]
+           + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
+           + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
+           + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
+           + parallel.rows(torch) + jit.rows(torch) + unsupported.rows(torch)
+           + user.rows(torch))
+    _introspect.save()
+    return out
 
 
 def after_enable(torch, installed_rows):

@@ -14,22 +14,7 @@
 * ``kws``: the keyword arguments that take a device.
 """
 
-import inspect
-
 
 def row(source, target, kind, mode, owner, name, target_obj=None, pos=-1, binds=False,
         kws=("device",)):
     return (source, target, kind, mode, owner, name, target_obj, pos, binds, kws)
-
-
-def device_position(fn):
-    """Position of a positional ``device`` parameter in fn's signature (a
-    class's signature leaves self out, as its callers do)."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return -1
-    for i, p in enumerate(params):
-        if p.name == "device" and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            return i
-    return -1

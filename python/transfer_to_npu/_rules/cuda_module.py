@@ -3,7 +3,8 @@
 import types
 
 from .. import _C
-from ._row import device_position, row
+from ._introspect import device_position
+from ._row import row
 
 
 def rows(torch):

@@ -4,25 +4,11 @@ functions, found in torch's op schemas and function signatures."""
 import inspect
 
 from .. import _C
+from ._introspect import op_takes_device, takes_device
 from ._row import row
 
 # Device-taking factories that are Python bindings without an op schema.
 WITHOUT_SCHEMA = ("asarray",)
-
-
-def _takes_device(torch, name):
-    try:
-        schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
-    except RuntimeError:
-        return False
-    return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
-
-
-def _signature_takes_device(fn):
-    try:
-        return "device" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _module_rows(module, prefix, schema_prefix, torch):
@@ -37,9 +23,9 @@ def _module_rows(module, prefix, schema_prefix, torch):
         if name.startswith("_") or not callable(fn) or isinstance(fn, type):
             continue
         if inspect.isbuiltin(fn):
-            takes = _takes_device(torch, schema_prefix + name)
+            takes = op_takes_device(torch, schema_prefix + name)
         else:
-            takes = inspect.isfunction(fn) and _signature_takes_device(fn)
+            takes = inspect.isfunction(fn) and takes_device(fn)
         if takes:
             out.append(row(f"{prefix}.{name}", f"{prefix}.{name}", "device_arg",
                            _C.MODE_DEVICE_ARG, module, name))
@@ -51,7 +37,7 @@ def rows(torch):
     those of torch.fft and torch.signal.windows."""
     out = []
     functions = torch._C._VariableFunctions
-    names = [n for n in dir(functions) if not n.startswith("_") and _takes_device(torch, n)]
+    names = [n for n in dir(functions) if not n.startswith("_") and op_takes_device(torch, n)]
     for name in names + list(WITHOUT_SCHEMA):
         if hasattr(torch, name):
             out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,

@@ -16,10 +16,13 @@ def rows(torch):
     import torch.serialization as serialization
 
     # torch.load(f, map_location): position 1.  Only device specifications
-    # are rewritten; the path in position 0 is never looked at.
+    # are rewritten; the path in position 0 is never looked at.  The same
+    # function is torch.serialization.load: one wrapper for both names.
     return [
-        row("torch.load", "torch.load", "device_arg", _C.MODE_DEVICE_ARG, torch, "load",
-            pos=1, kws=("map_location",)),
+        row("torch.load", "torch.load", "device_arg", _C.MODE_DEVICE_ARG, owner, "load",
+            pos=1, kws=("map_location",))
+        for owner in (torch, serialization)
+    ] + [
         row("torch.serialization.default_restore_location",
             "torch.serialization.default_restore_location", "device_arg", _C.MODE_DEVICE_ARG,
             serialization, "default_restore_location", pos=1, kws=("location",)),

@@ -10,6 +10,9 @@ import warnings
 
 CHOICES = ("auto", "torch_npu", "virtual")
 
+#: The backend install() installed in this process, or None.
+installed = None
+
 
 def requested():
     value = os.environ.get("TRANSFER_TO_NPU_BACKEND", "auto").strip().lower() or "auto"
@@ -21,12 +24,34 @@ def requested():
 
 
 def install():
-    """Install the requested backend; return its name."""
-    from . import torch_npu as real
+    """Install the requested backend (once per process); return its name."""
+    global installed
+    if installed is None:
+        installed = _install()
+    return installed
+
+
+def _virtual():
+    """The virtual NPU module, after checking torch has what it builds on."""
+    import torch
+
+    missing = [name for name in ("_dlpack_exchange_api", "_acc") if not hasattr(torch._C, name)]
+    if missing:
+        raise ImportError(
+            f"the virtual NPU needs a newer PyTorch than {torch.__version__} (it builds on "
+            f"{', '.join('torch._C.' + m for m in missing)}); install torch_npu to use Ascend "
+            f"hardware, or a newer torch")
     from . import virtual
+
+    return virtual
+
+
+def _install():
+    from . import torch_npu as real
 
     choice = requested()
     if choice == "virtual":
+        virtual = _virtual()
         virtual.install()
         return virtual.NAME
     ok, error = real.available()
@@ -41,5 +66,6 @@ def install():
         warnings.warn(
             f"transfer_to_npu: torch_npu is installed but failed to import ({error}); "
             f"using the virtual NPU", RuntimeWarning, stacklevel=3)
+    virtual = _virtual()
     virtual.install()
     return virtual.NAME

@@ -55,4 +55,8 @@ def install():
     pinned.install()
     storage.install()
     devices.install_autograd_workaround()
+    from . import hccl, storage_resize
+
+    storage_resize.install()
+    hccl.install()
     _installed = True

@@ -1,20 +1,113 @@
-"""torch.distributed: NCCL becomes HCCL."""
+"""torch.distributed: NCCL becomes HCCL, CUDA devices become NPUs.
+
+* The ``backend`` argument of the functions that create process groups
+  (``init_process_group``, ``new_group``, ``new_subgroups``,
+  ``new_subgroups_by_enumeration``) is rewritten by the C core's exact rule:
+  ``'nccl'`` -> ``'hccl'`` and, in a ``device:backend`` list, ``cuda`` ->
+  ``npu`` and ``nccl`` -> ``hccl``.  Nothing else in the call is looked at:
+  an ``init_method`` URL or path that contains "nccl" or "cuda" stays as it
+  is.  (``split_group`` has no rule yet: it splits communicators, which the
+  virtual NPU's hccl, being gloo, cannot do, so no rule could be tried.)
+* ``torch.distributed.is_nccl_available()`` answers whether ``hccl`` is, so
+  that ``'nccl' if dist.is_nccl_available() else 'gloo'`` picks the backend
+  the migration then turns into ``hccl``.  Only the public name changes:
+  torch's own c10d module keeps asking whether NCCL itself is built, since a
+  yes there sends it to NCCL's classes (``isinstance(b, ProcessGroupNCCL)``
+  in the profiler's and timeouts' code, a NameError without NCCL).
+* Device arguments: ``init_process_group(device_id=)``,
+  ``new_group(device_id=)``, ``init_device_mesh('cuda', ...)``,
+  ``DeviceMesh('cuda', ...)``, ``DistributedDataParallel(output_device=)``
+  and ``FullyShardedDataParallel(device_id=)``.  Device lists
+  (``DDP(device_ids=[...])``, ``barrier(device_ids=[...])``) hold indices,
+  or strings and devices that torch turns into indices through the migrated
+  ``torch.device``; they need no rewriting.
+"""
+
+import inspect
 
 from .. import _C
 from ._row import row
+
+FSDP_MODULE = "torch.distributed.fsdp.fully_sharded_data_parallel"
+
+# Functions that create process groups and take a ``backend``.
+GROUP_CREATORS = ("init_process_group", "new_group", "new_subgroups",
+                  "new_subgroups_by_enumeration")
+
+
+def _position(fn, name):
+    """Index of parameter ``name`` among fn's arguments (self counted for a
+    method, as the wrapper sees it), -1 if it is not positional."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return -1
+    for i, p in enumerate(params):
+        if p.name == name and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            return i
+    return -1
+
+
+def is_hccl_available():
+    """Whether the ``hccl`` process-group backend is registered (by
+    torch_npu, or by the virtual NPU)."""
+    import torch.distributed as dist
+
+    if hasattr(dist, "is_backend_available"):
+        return dist.is_backend_available("hccl")
+    return "hccl" in dist.Backend.backend_list
 
 
 def rows(torch):
     if not torch.distributed.is_available():
         return []
     import torch.distributed.distributed_c10d as c10d
+    import torch.distributed.device_mesh as device_mesh
 
+    dist = torch.distributed
     out = []
     # The same function object is bound in both modules; both names are
     # patched with one wrapper and share one table entry.
-    for owner in (torch.distributed, c10d):
-        out.append(row("torch.distributed.init_process_group",
-                       "torch.distributed.init_process_group(backend='hccl')", "backend",
-                       _C.MODE_BACKEND, owner, "init_process_group", pos=0,
-                       kws=("device_id",)))
+    for name in GROUP_CREATORS:
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            continue
+        kws = ("device_id",) if "device_id" in inspect.signature(fn).parameters else ()
+        for owner in (dist, c10d):
+            out.append(row(f"torch.distributed.{name}",
+                           f"torch.distributed.{name}(backend='hccl')", "backend",
+                           _C.MODE_BACKEND, owner, name, pos=_position(fn, "backend"), kws=kws))
+    # Replaced by the function itself, not wrapped: a wrapper would also be
+    # rebound in c10d's globals, where torch asks whether NCCL itself is
+    # built (see the module docstring).
+    out.append(row("torch.distributed.is_nccl_available",
+                   "torch.distributed.is_backend_available('hccl')", "function", _C.MODE_REPLACE,
+                   dist, "is_nccl_available", is_hccl_available, kws=()))
+
+    init_mesh = device_mesh.init_device_mesh
+    for owner in (dist, device_mesh):
+        out.append(row("torch.distributed.device_mesh.init_device_mesh",
+                       "torch.distributed.device_mesh.init_device_mesh", "device_arg",
+                       _C.MODE_DEVICE_ARG, owner, "init_device_mesh",
+                       pos=_position(init_mesh, "device_type"), kws=("device_type",)))
+    mesh = device_mesh.DeviceMesh
+    out.append(row("torch.distributed.device_mesh.DeviceMesh",
+                   "torch.distributed.device_mesh.DeviceMesh", "device_arg", _C.MODE_DEVICE_ARG,
+                   mesh, "__init__", pos=_position(mesh.__init__, "device_type"), binds=True,
+                   kws=("device_type",)))
+
+    # The class keeps its identity (isinstance, subclasses, torch's own
+    # checks): only its __init__ is wrapped.
+    ddp = torch.nn.parallel.DistributedDataParallel
+    out.append(row("torch.nn.parallel.DistributedDataParallel",
+                   "torch.nn.parallel.DistributedDataParallel", "device_arg", _C.MODE_DEVICE_ARG,
+                   ddp, "__init__", pos=_position(ddp.__init__, "output_device"), binds=True,
+                   kws=("output_device",)))
+    # FSDP is imported only by the scripts that use it (it takes a while to
+    # import): its row waits for the module.  device_id is passed by
+    # keyword in practice; it is the tenth parameter.
+    out.append(row("torch.distributed.fsdp.FullyShardedDataParallel",
+                   "torch.distributed.fsdp.FullyShardedDataParallel", "device_arg",
+                   _C.MODE_DEVICE_ARG, f"{FSDP_MODULE}:FullyShardedDataParallel", "__init__",
+                   binds=True, kws=("device_id",)))
     return out

@@ -1,6 +1,8 @@
 """torch.distributed migrated, one rule at a time, in a one-process group on
 the virtual NPU's hccl backend: 'nccl' becomes 'hccl' (and nothing that
 merely contains it), CUDA device arguments become NPUs."""
+import inspect
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -239,7 +241,7 @@ def test_ddp_keeps_its_identity(tmp_path, group):
     assert isinstance(ddp, DDP) and type(ddp) is MyDDP
     plain = DDP(nn.Linear(4, 2).cuda())
     assert type(plain) is DDP is torch.nn.parallel.DistributedDataParallel
-    assert list(__import__("inspect").signature(DDP).parameters)[:3] == [
+    assert list(inspect.signature(DDP).parameters)[:3] == [
         "module", "device_ids", "output_device"]
 
 

@@ -1,0 +1,321 @@
+"""Two-process jobs on the virtual NPU's hccl backend, started the ways GPU
+users start them: torchrun, python -m torch.distributed.launch and
+torch.multiprocessing.spawn, running scripts written for CUDA and NCCL."""
+import re
+import socket
+import textwrap
+
+import pytest
+import torch
+
+from conftest import EXAMPLES, run_python
+
+DDP_SCRIPT = EXAMPLES / "ddp_train.py"
+FSDP_SCRIPT = EXAMPLES / "fsdp_train.py"
+
+# Ranks call torch.cuda.set_device(LOCAL_RANK): two virtual NPUs per machine.
+ENV = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2",
+       "OMP_NUM_THREADS": "1"}
+
+# The ranks share one stdout, where one rank's line may end after another
+# rank's has begun: the patterns are not anchored to lines.
+LOSS = re.compile(r"epoch (\d+) loss (\d+\.\d{6})")
+DDP_RANK = re.compile(
+    r"rank (\d) world (\d) backend (\w+) params on (\S+) digest ([0-9a-f]{16})")
+
+
+def _torchrun(args, cwd, nproc=2, env=None):
+    return run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                       str(nproc), *map(str, args)], cwd=cwd, env={**ENV, **(env or {})},
+                      timeout=240)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ok(done):
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def _ranks(stdout):
+    """{rank: (world, backend, device, digest)} from ddp_train.py's output."""
+    return {int(r): (int(w), b, d, h) for r, w, b, d, h in DDP_RANK.findall(stdout)}
+
+
+def _losses(stdout):
+    return [float(loss) for _, loss in LOSS.findall(stdout)]
+
+
+def _state_dicts_close(a, b, atol):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k].cpu(), b[k].cpu(), atol=atol, rtol=0), k
+
+
+# --- DDP ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory):
+    """ddp_train.py for four epochs under torchrun, on two ranks and on one
+    rank (the whole global batch in one process)."""
+    work = tmp_path_factory.mktemp("ddp")
+    two = _ok(_torchrun([DDP_SCRIPT, "--checkpoint", "two.pt"], work))
+    one = _ok(_torchrun([DDP_SCRIPT, "--checkpoint", "one.pt"], work, nproc=1))
+    return work, two, one
+
+
+def test_ddp_torchrun_replicas_stay_identical(ddp_runs):
+    _, two, _ = ddp_runs
+    ranks = _ranks(two.stdout)
+    assert sorted(ranks) == [0, 1]
+    # nccl was migrated to hccl, each rank trained on its own npu, and the
+    # two replicas end bit for bit the same.
+    assert ranks[0][:3] == (2, "hccl", "npu:0")
+    assert ranks[1][:3] == (2, "hccl", "npu:1")
+    assert ranks[0][3] == ranks[1][3]
+
+
+def test_ddp_two_ranks_equal_one_process_on_the_full_batch(ddp_runs):
+    work, two, one = ddp_runs
+    assert _ranks(one.stdout)[0][:3] == (1, "hccl", "npu:0")
+    two_losses, one_losses = _losses(two.stdout), _losses(one.stdout)
+    assert len(two_losses) == len(one_losses) == 4
+    assert two_losses[-1] < 0.5 * two_losses[0]
+    for a, b in zip(two_losses, one_losses):
+        assert abs(a - b) <= 1e-5
+    a = torch.load(work / "two.pt", map_location="cpu")
+    b = torch.load(work / "one.pt", map_location="cpu")
+    assert a["epoch"] == b["epoch"] == 4
+    _state_dicts_close(a["state_dict"], b["state_dict"], atol=1e-5)
+
+
+def test_ddp_spawn_with_tcp_init(ddp_runs):
+    work, two, _ = ddp_runs
+    port = _free_port()
+    spawned = _ok(run_python(
+        [str(DDP_SCRIPT), "--spawn", "2", "--init-method", f"tcp://127.0.0.1:{port}",
+         "--checkpoint", "spawn.pt"], cwd=work, env=ENV, timeout=240))
+    ranks = _ranks(spawned.stdout)
+    assert ranks[0][:3] == (2, "hccl", "npu:0") and ranks[1][:3] == (2, "hccl", "npu:1")
+    # The same computation as under torchrun, to the bit.
+    assert ranks[0][3] == ranks[1][3] == _ranks(two.stdout)[0][3]
+    assert _losses(spawned.stdout) == _losses(two.stdout)
+
+
+def test_ddp_torch_distributed_launch(ddp_runs):
+    # The launcher passes --local-rank=N; the script reads it as GPU scripts
+    # do and calls torch.cuda.set_device with it.
+    work, two, _ = ddp_runs
+    launched = _ok(run_python(
+        ["-m", "torch.distributed.launch", "--nproc-per-node", "2", "--master-port",
+         str(_free_port()), str(DDP_SCRIPT), "--checkpoint", "launch.pt"], cwd=work, env=ENV,
+        timeout=240))
+    ranks = _ranks(launched.stdout)
+    assert ranks[0][2] == "npu:0" and ranks[1][2] == "npu:1"
+    assert ranks[0][3] == ranks[1][3] == _ranks(two.stdout)[0][3]
+
+
+def test_ddp_save_on_rank0_resume_on_all_ranks(ddp_runs):
+    work, two, _ = ddp_runs
+    first = _ok(_torchrun([DDP_SCRIPT, "--epochs", "2", "--checkpoint", "resume.pt"], work))
+    assert len(_losses(first.stdout)) == 2
+    resumed = _ok(_torchrun([DDP_SCRIPT, "--epochs", "4", "--checkpoint", "resume.pt",
+                             "--resume"], work))
+    # map_location=f'cuda:{rank}' put each rank's copy on its own npu.
+    assert "rank 0 resumed at epoch 2 on npu:0" in resumed.stdout
+    assert "rank 1 resumed at epoch 2 on npu:1" in resumed.stdout
+    # Two epochs, a checkpoint, two more: the same model as four in a row.
+    assert _losses(resumed.stdout) == _losses(two.stdout)[2:]
+    ranks = _ranks(resumed.stdout)
+    assert ranks[0][3] == ranks[1][3] == _ranks(two.stdout)[0][3]
+
+
+def test_ddp_unedited_script_with_transfer_to_npu_set(ddp_runs):
+    # No import line: TRANSFER_TO_NPU=1 migrates torchrun's every worker.
+    work, two, _ = ddp_runs
+    line = "import transfer_to_npu  # run this CUDA script on the NPU\n"
+    source = DDP_SCRIPT.read_text()
+    assert source.count(line) == 1
+    plain = work / "ddp_unedited.py"
+    plain.write_text(source.replace(line, ""))
+    done = _ok(_torchrun([plain, "--checkpoint", "unedited.pt"], work,
+                         env={"TRANSFER_TO_NPU": "1"}))
+    ranks = _ranks(done.stdout)
+    assert ranks[0][:3] == (2, "hccl", "npu:0") and ranks[1][:3] == (2, "hccl", "npu:1")
+    assert ranks[0][3] == ranks[1][3] == _ranks(two.stdout)[0][3]
+
+
+# --- FSDP ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fsdp_runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("fsdp")
+    two = _ok(_torchrun([FSDP_SCRIPT, "--checkpoint", "two.pt"], work))
+    one = _ok(_torchrun([FSDP_SCRIPT, "--checkpoint", "one.pt"], work, nproc=1))
+    return work, two, one
+
+
+def test_fsdp_shards_on_each_rank_npu(fsdp_runs):
+    _, two, _ = fsdp_runs
+    # init_device_mesh('cuda', ...) made an npu mesh; each rank holds half
+    # of every parameter on its own npu.
+    assert "rank 0 holds 4 of 8 rows of head.weight on npu:0 (mesh on npu)" in two.stdout
+    assert "rank 1 holds 4 of 8 rows of head.weight on npu:1 (mesh on npu)" in two.stdout
+
+
+def test_fsdp_two_ranks_equal_one_process(fsdp_runs):
+    work, two, one = fsdp_runs
+    two_losses, one_losses = _losses(two.stdout), _losses(one.stdout)
+    assert len(two_losses) == len(one_losses) == 3
+    assert two_losses[-1] < two_losses[0]
+    for a, b in zip(two_losses, one_losses):
+        assert abs(a - b) <= 1e-5
+    a, b = torch.load(work / "two.pt"), torch.load(work / "one.pt")
+    assert len(a) == 20
+    _state_dicts_close(a, b, atol=1e-5)
+
+
+# --- every collective ---------------------------------------------------------
+
+COLLECTIVES = textwrap.dedent('''
+    import math, os, sys
+    import transfer_to_npu
+    import torch
+    import torch.distributed as dist
+
+    # A file:// rendezvous, as a shared file system gives; both ranks use
+    # the one virtual NPU of the machine (npu:0).
+    dist.init_process_group("nccl", init_method="file://" + sys.argv[1],
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    r, w = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda")
+    passed = []
+
+    def check(name, got, want):
+        got = got if isinstance(got, (list, tuple)) else [got]
+        want = want if isinstance(want, (list, tuple)) else [want]
+        assert len(got) == len(want), (name, got, want)
+        for g, x in zip(got, want):
+            assert g.device == torch.device("npu", 0), (name, g.device)
+            assert g.dtype == x.dtype, (name, g.dtype, x.dtype)
+            assert torch.equal(g.cpu(), x), (name, r, g, x)
+        passed.append(name)
+
+    def full(value, n=3, dtype=torch.float32):
+        return torch.full((n,), float(value), dtype=dtype)
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int64):
+        t = (torch.arange(4) * (r + 1)).to(dtype).to(dev)
+        ptr = t.data_ptr()
+        dist.all_reduce(t)
+        assert t.data_ptr() == ptr  # written in place, in the npu memory
+        check(f"all_reduce sum {dtype}", t, (torch.arange(4) * sum(range(1, w + 1))).to(dtype))
+    for op, want in (("MAX", w), ("MIN", 1), ("PRODUCT", math.factorial(w)),
+                     ("AVG", (w + 1) / 2)):
+        t = full(r + 1).to(dev)
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        check(f"all_reduce {op}", t, full(want))
+    t = full(r + 1, dtype=torch.bfloat16).to(dev)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    check("all_reduce AVG torch.bfloat16", t, full((w + 1) / 2, dtype=torch.bfloat16))
+
+    t = full(r, dtype=torch.bfloat16).to(dev)
+    dist.broadcast(t, src=1)
+    check("broadcast", t, full(1, dtype=torch.bfloat16))
+
+    outs = [torch.empty(3, device=dev) for _ in range(w)]
+    dist.all_gather(outs, full(r).to(dev))
+    check("all_gather", outs, [full(i) for i in range(w)])
+    out = torch.empty(3 * w, device=dev)
+    dist.all_gather_into_tensor(out, full(r).to(dev))
+    check("all_gather_into_tensor", out, torch.cat([full(i) for i in range(w)]))
+
+    out = torch.empty(2, device=dev)
+    dist.reduce_scatter_tensor(out, (torch.arange(2.0 * w) + r).to(dev))
+    base = torch.arange(2.0 * w) * w + sum(range(w))
+    check("reduce_scatter_tensor", out, base[2 * r:2 * r + 2])
+    out = torch.empty(3, device=dev)
+    dist.reduce_scatter(out, [full(10 * i + r).to(dev) for i in range(w)])
+    check("reduce_scatter", out, full(sum(10 * r + i for i in range(w))))
+
+    t = full(r + 1).to(dev)
+    dist.reduce(t, dst=0)
+    if r == 0:
+        check("reduce", t, full(sum(range(1, w + 1))))
+    else:
+        passed.append("reduce")
+
+    gathered = [torch.empty(3, device=dev) for _ in range(w)] if r == 0 else None
+    dist.gather(full(r).to(dev), gathered, dst=0)
+    if r == 0:
+        check("gather", gathered, [full(i) for i in range(w)])
+    else:
+        passed.append("gather")
+    out = torch.empty(3, device=dev)
+    dist.scatter(out, [full(7 * i).to(dev) for i in range(w)] if r == 0 else None, src=0)
+    check("scatter", out, full(7 * r))
+
+    out = torch.empty(2 * w, device=dev)
+    dist.all_to_all_single(out, (torch.arange(2.0 * w) + 100 * r).to(dev))
+    check("all_to_all_single", out,
+          torch.cat([torch.arange(2.0 * r, 2.0 * r + 2) + 100 * i for i in range(w)]))
+    outs = [torch.empty(3, device=dev) for _ in range(w)]
+    dist.all_to_all(outs, [full(10 * r + i).to(dev) for i in range(w)])
+    check("all_to_all", outs, [full(10 * i + r) for i in range(w)])
+
+    dist.barrier()
+    dist.barrier(device_ids=[0])
+    passed.append("barrier")
+
+    if r == 0:
+        dist.send(torch.arange(5.0, device=dev), dst=1)
+        reply = torch.empty(5, device=dev)
+        dist.recv(reply, src=1)
+        check("send/recv", reply, torch.arange(5.0) * 2)
+    else:
+        got = torch.empty(5, device=dev)
+        dist.recv(got, src=0)
+        dist.send(got * 2, dst=0)
+        check("send/recv", got, torch.arange(5.0))
+
+    # Asynchronous: gloo completes the work later, in the npu memory itself.
+    t = full(r + 1).to(dev)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    check("all_reduce async", t, full(sum(range(1, w + 1))))
+
+    objects = [None] * w
+    dist.all_gather_object(objects, {"rank": r, "text": "x" * (r + 1)})
+    assert objects == [{"rank": i, "text": "x" * (i + 1)} for i in range(w)], objects
+    box = ["from rank %d" % r, r]
+    dist.broadcast_object_list(box, src=1)
+    assert box == ["from rank 1", 1], box
+    passed.append("object collectives")
+
+    # One string, one write: the ranks share stdout.
+    print(f"rank {r} passed {len(passed)} {'|'.join(passed)} end")
+    dist.destroy_process_group()
+''')
+
+EXPECTED = {
+    *(f"all_reduce sum torch.{t}" for t in ("float32", "bfloat16", "float16", "int64")),
+    *(f"all_reduce {op}" for op in ("MAX", "MIN", "PRODUCT", "AVG")),
+    "all_reduce AVG torch.bfloat16", "broadcast", "all_gather", "all_gather_into_tensor",
+    "reduce_scatter_tensor", "reduce_scatter", "reduce", "gather", "scatter",
+    "all_to_all_single", "all_to_all", "barrier", "send/recv", "all_reduce async",
+    "object collectives"}
+
+
+def test_every_collective_on_two_ranks_sharing_one_npu(tmp_path):
+    script = tmp_path / "collectives.py"
+    script.write_text(COLLECTIVES)
+    done = _ok(_torchrun([script, tmp_path / "rendezvous"], tmp_path,
+                         env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": "1"}))
+    lines = re.findall(r"rank (\d) passed (\d+) (.*?) end", done.stdout)
+    assert sorted(int(r) for r, _, _ in lines) == [0, 1], done.stdout
+    for _, count, names in lines:
+        assert set(names.split("|")) == EXPECTED and int(count) == len(EXPECTED)

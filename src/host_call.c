@@ -17,6 +17,7 @@
 
 #define TTN_SMALL_PAIRS 16
 #define TTN_SMALL_ARGS 12
+#define TTN_DL_COMPLEX 5 /* DLPack's type code kDLComplex */
 
 typedef struct {
     ttn_state *st;
@@ -122,32 +123,16 @@ convert_tensor(ttn_call *c, PyObject *v)
 static PyObject *
 convert_device(ttn_call *c, PyObject *v)
 {
-    PyObject *type = NULL, *index = NULL, *result = NULL;
+    int type, index;
 
-    type = PyObject_GetAttr(v, c->st->str_type);
-    if (type == NULL)
-        goto exit;
-    if (PyUnicode_Compare(type, c->st->str_npu) != 0) {
-        result = Py_NewRef(v);
-        goto exit;
-    }
-    index = PyObject_GetAttr(v, c->st->str_index);
-    if (index == NULL)
-        goto exit;
+    if (ttn_device_decode(c->st, v, &type, &index) < 0)
+        return NULL;
+    if (type != TTN_C10_PRIVATEUSE1)
+        return Py_NewRef(v);
     c->device_named = 1;
-    if (index != Py_None) {
-        long i = PyLong_AsLong(index);
-
-        if (i == -1 && PyErr_Occurred())
-            goto exit;
-        c->device_index = (int)i;
-    }
-    result = Py_NewRef(c->st->cpu_device);
-
-exit:
-    Py_XDECREF(type);
-    Py_XDECREF(index);
-    return result;
+    if (index >= 0)
+        c->device_index = index;
+    return Py_NewRef(c->st->cpu_device);
 }
 
 /* Lists and tuples (TensorList, Tensor?[]): a new sequence only when an
@@ -288,22 +273,46 @@ exit:
     return result;
 }
 
+/* A cpu kernel may return a complex result as a lazy conjugate (a
+ * conjugate or negative bit over other values, as linalg_lu_solve with
+ * left=False does), which DLPack cannot carry: the npu result is the
+ * resolved values.  Real results carry no such bit from a kernel. */
+static PyObject *
+resolved(ttn_DLTensor *t, PyObject *r)
+{
+    PyObject *conj = NULL, *result = NULL;
+
+    if (t->dtype.code != TTN_DL_COMPLEX)
+        return Py_NewRef(r);
+    conj = PyObject_CallMethod(r, "resolve_conj", NULL);
+    if (conj != NULL)
+        result = PyObject_CallMethod(conj, "resolve_neg", NULL);
+    Py_XDECREF(conj);
+    return result;
+}
+
 static PyObject *
 result_tensor(ttn_call *c, PyObject *r, int index)
 {
+    ttn_DLTensor t;
+    PyObject *values, *result;
     Py_ssize_t i;
-    int type, dev;
 
     /* In-place and out= ops return their argument: give back the caller's
      * npu tensor, not the alias. */
     for (i = 0; i < c->npairs; i++)
         if (c->pairs[2 * i] == r)
             return own_result(c, r, c->pairs[2 * i + 1]);
-    if (ttn_tensor_device(c->st, r, &type, &dev) < 0)
+    if (c->st->dlpack->dltensor_from_py_object_no_sync(r, &t) < 0)
         return NULL;
-    if (type != ttn_kDLCPU)
+    if (t.device.device_type != ttn_kDLCPU)
         return Py_NewRef(r);
-    return ttn_device_alias(c->st, r, index, 1);
+    values = resolved(&t, r);
+    if (values == NULL)
+        return NULL;
+    result = ttn_device_alias(c->st, values, index, 1);
+    Py_DECREF(values);
+    return result;
 }
 
 static PyObject *
@@ -385,7 +394,7 @@ lookup(ttn_state *st, PyObject *op, PyObject **handler)
  * `strict`, a cpu tensor of one or more dimensions among npu tensors is an
  * error, as torch's device check has it; ops that take such a tensor on
  * purpose (cpu indices, the batch sizes of a packed sequence) come through
- * a Python handler and host_run, which is not strict. */
+ * a Python handler and host_run_mixed, which is not strict. */
 static PyObject *
 run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py_ssize_t nargs,
             PyObject *kwnames, int strict)
@@ -517,10 +526,9 @@ host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     return NULL;
 }
 
-/* run_on_host for Python handlers that adjust an op before or after the
- * generic path: host_run(op, host_callable, *args, **kwargs). */
 static PyObject *
-host_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+run_for_handler(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                int strict)
 {
     ttn_state *st = ttn_get_state(module);
 
@@ -532,7 +540,21 @@ host_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
         return NULL;
     }
-    return run_on_host(st, args[0], args[1], args + 2, nargs - 2, kwnames, 0);
+    return run_on_host(st, args[0], args[1], args + 2, nargs - 2, kwnames, strict);
+}
+
+/* run_on_host for Python handlers that adjust an op before or after the
+ * generic path: host_run(op, host_callable, *args, **kwargs). */
+static PyObject *
+host_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return run_for_handler(module, args, nargs, kwnames, 1);
+}
+
+static PyObject *
+host_run_mixed(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return run_for_handler(module, args, nargs, kwnames, 0);
 }
 
 PyMethodDef ttn_host_call_methods[] = {
@@ -541,5 +563,9 @@ PyMethodDef ttn_host_call_methods[] = {
     {"host_run", (PyCFunction)(void (*)(void))host_run, METH_FASTCALL | METH_KEYWORDS,
      "host_run(op, fn, *args, **kwargs): run fn on host aliases of the npu arguments and "
      "move its results to the npu"},
+    {"host_run_mixed", (PyCFunction)(void (*)(void))host_run_mixed,
+     METH_FASTCALL | METH_KEYWORDS,
+     "host_run_mixed(op, fn, *args, **kwargs): host_run for ops that take cpu tensors of "
+     "any shape beside npu ones (cpu indices)"},
     {NULL, NULL, 0, NULL},
 };

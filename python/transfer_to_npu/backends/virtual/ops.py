@@ -276,7 +276,8 @@ def _rerun_growing(op, args, kwargs):
             if id(r) in moved:
                 return moved[id(r)]
             if r.device.type == "cpu":
-                return _C.to_device(r, index if index is not None else 0)
+                return _C.to_device(r.resolve_conj().resolve_neg(),
+                                    index if index is not None else 0)
             return r
         if isinstance(r, (list, tuple)):
             return type(r)(back(x) for x in r)
@@ -456,7 +457,7 @@ def _resolving_math_bits(op):
         if _has_math_bit(args) or _has_math_bit(tuple(kwargs.values())):
             args = [resolve(names[i] if i < len(names) else "", v) for i, v in enumerate(args)]
             kwargs = {k: resolve(k, v) for k, v in kwargs.items()}
-        return _C.host_run(op, op._op, *args, **kwargs)
+        return _run(op, *args, **kwargs)
 
     return handler
 
@@ -468,9 +469,20 @@ _HOST_TENSOR_ARGUMENTS = frozenset({"indices", "batch_sizes", "lengths", "input_
                                     "target_lengths", "tensor_indices_or_sections"})
 
 
+def _run(op, *args, **kwargs):
+    """The generic path for a handler's adjusted call, with its slow path."""
+    try:
+        return _C.host_run(op, op._op, *args, **kwargs)
+    except Exception as error:
+        return retry(error, op, *args, **kwargs)
+
+
 def _taking_host_tensors(op):
     def handler(op, *args, **kwargs):
-        return _C.host_run(op, op._op, *args, **kwargs)
+        try:
+            return _C.host_run_mixed(op, op._op, *args, **kwargs)
+        except Exception as error:
+            return retry(error, op, *args, **kwargs)
 
     return handler
 
@@ -481,10 +493,10 @@ def classify(op):
     base_pos = _view_base_position(op._schema)
     if base_pos is not None:
         return _make_view(op, base_pos)
-    seeded = random.handler(op)
+    seeded = random.handler(op, _run)
     if seeded is not None:
         return seeded
-    if any(a.name in _HOST_TENSOR_ARGUMENTS for a in op._schema.arguments):
+    if any(a.name in _HOST_TENSOR_ARGUMENTS and not a.is_out for a in op._schema.arguments):
         return _taking_host_tensors(op)
     reads = [a for a in op._schema.arguments
              if isinstance(a.type, (torch.TensorType, torch.OptionalType, torch.ListType))

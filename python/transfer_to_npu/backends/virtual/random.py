@@ -18,7 +18,6 @@ import weakref
 
 import torch
 
-from ... import _C
 from . import devices
 
 _HostGenerator = torch._C.Generator
@@ -133,7 +132,7 @@ def _check_generator(op, generator):
             f"'{generator.device.type}' (in {op._schema.name}.{op._overloadname})")
 
 
-def _with_generator(op, position):
+def _with_generator(op, position, run):
     """A handler that passes the npu's default generator to an op whose
     generator argument is empty."""
     name = op._schema.arguments[position].name
@@ -152,12 +151,12 @@ def _with_generator(op, position):
                 kwargs[name] = default_generators[_call_index(args, kwargs)]
             else:
                 _check_generator(op, generator)
-        return _C.host_run(op, op._op, *args, **kwargs)
+        return run(op, *args, **kwargs)
 
     return handler
 
 
-def _lending_state(op):
+def _lending_state(op, run):
     """A handler for a random op without a generator argument: the cpu's
     default generator runs it with the npu generator's state, which then
     goes back to the npu generator."""
@@ -168,7 +167,7 @@ def _lending_state(op):
         saved = host.get_state()
         host.set_state(generator.get_state())
         try:
-            return _C.host_run(op, op._op, *args, **kwargs)
+            return run(op, *args, **kwargs)
         finally:
             generator.set_state(host.get_state())
             host.set_state(saved)
@@ -176,13 +175,14 @@ def _lending_state(op):
     return handler
 
 
-def handler(op):
-    """The handler for a random op, or None for any other op."""
+def handler(op, run):
+    """The handler for a random op, or None for any other op.  ``run(op,
+    *args, **kwargs)`` runs the adjusted call on the host."""
     for position, argument in enumerate(op._schema.arguments):
         if "Generator" in str(argument.type):
-            return _with_generator(op, position)
+            return _with_generator(op, position, run)
     if torch.Tag.nondeterministic_seeded in op.tags:
-        return _lending_state(op)
+        return _lending_state(op, run)
     return None
 
 

@@ -1,0 +1,110 @@
+"""Several virtual NPUs, device selection, and streams and events."""
+import time
+
+import pytest
+import torch
+
+from conftest import npu, run_python
+
+
+def _run(code, **env):
+    proc = run_python(["-c", "import torch, transfer_to_npu\n" + code], env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_one_device_by_default():
+    assert _run("print(torch.npu.device_count(), torch.npu.current_device())") == "1 0"
+
+
+def test_count_set_by_the_environment_and_training_on_npu_1():
+    out = _run(
+        "import torch.nn as nn\n"
+        "assert torch.npu.device_count() == 3\n"
+        "torch.manual_seed(0)\n"
+        "cpu = nn.Linear(4, 2); dev = nn.Linear(4, 2)\n"
+        "dev.load_state_dict(cpu.state_dict()); dev.to('npu:1')\n"
+        "x = torch.randn(5, 4)\n"
+        "cpu(x).pow(2).sum().backward()\n"
+        "loss = dev(x.to('npu:1')).pow(2).sum(); loss.backward()\n"
+        "assert loss.device == torch.device('npu', 1)\n"
+        "assert dev.weight.grad.device == torch.device('npu', 1)\n"
+        "assert torch.allclose(dev.weight.grad.cpu(), cpu.weight.grad)\n"
+        "opt = torch.optim.Adam(dev.parameters()); opt.step()\n"
+        "assert next(iter(opt.state.values()))['exp_avg'].device == torch.device('npu', 1)\n"
+        "torch.npu.set_device(2)\n"
+        "assert torch.empty(1, device='npu').device == torch.device('npu', 2)\n"
+        "with torch.npu.device(1):\n"
+        "    assert torch.ones(1, device='npu').device == torch.device('npu', 1)\n"
+        "print('ok')\n",
+        TRANSFER_TO_NPU_VIRTUAL_DEVICES="3")
+    assert out == "ok"
+
+
+def test_visible_devices_select_and_renumber():
+    out = _run("print(torch.npu.device_count())\n"
+               "x = torch.ones(1, device='npu:1'); print(x.device)",
+               TRANSFER_TO_NPU_VIRTUAL_DEVICES="4", ASCEND_RT_VISIBLE_DEVICES="3,1")
+    assert out.splitlines() == ["2", "npu:1"]
+
+
+def test_a_missing_device_is_an_error():
+    with pytest.raises(RuntimeError, match="npu:5"):
+        torch.npu.set_device(5)
+    with pytest.raises(RuntimeError, match="Invalid device"):
+        torch.npu.get_device_properties(9)
+
+
+def test_device_queries():
+    assert torch.npu.get_device_name() == torch.npu.get_device_properties().name
+    assert torch.npu.is_bf16_supported()
+    assert torch.npu.is_available() and torch.npu.device_count() >= 1
+
+
+# --- streams and events ------------------------------------------------------
+
+def test_stream_context_makes_it_current():
+    s = torch.npu.Stream()
+    default = torch.npu.current_stream()
+    assert default == torch.npu.default_stream()
+    with torch.npu.stream(s):
+        assert torch.npu.current_stream() is s
+        y = torch.ones(3, device="npu") * 2
+    assert torch.npu.current_stream() is default
+    s.synchronize()
+    assert s.query() and y.cpu().tolist() == [2, 2, 2]
+    s.wait_stream(default)
+    default.wait_event(s.record_event())
+
+
+def test_event_elapsed_time_in_milliseconds():
+    start = torch.npu.Event(enable_timing=True)
+    end = torch.npu.Event(enable_timing=True)
+    start.record()
+    time.sleep(0.05)
+    x = torch.randn(64, 64, device="npu")
+    x @ x
+    end.record()
+    end.synchronize()
+    torch.npu.synchronize()
+    ms = start.elapsed_time(end)
+    assert 45 <= ms < 5000
+    assert end.query()
+
+
+def test_elapsed_time_needs_timing_and_recording():
+    a, b = torch.npu.Event(), torch.npu.Event()
+    a.record()
+    b.record()
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        a.elapsed_time(b)
+    c, d = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    with pytest.raises(RuntimeError, match="recorded"):
+        c.elapsed_time(d)
+
+
+def test_stream_of_another_device():
+    out = _run("s = torch.npu.Stream(device=1)\n"
+               "print(s.device, torch.npu.current_stream(1).device)",
+               TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    assert out == "npu:1 npu:1"

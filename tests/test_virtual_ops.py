@@ -1,0 +1,237 @@
+"""The virtual NPU computes what the cpu computes, op by op, and fails
+cleanly where it cannot."""
+import sys
+import types
+import unittest
+
+import pytest
+import torch
+import torch.nn as nn
+
+import transfer_to_npu
+from conftest import npu, run_python
+
+
+def _same(cpu, dev):
+    assert dev.device.type == "npu"
+    assert cpu.dtype == dev.dtype and cpu.shape == dev.shape
+    assert torch.equal(cpu, dev.cpu())
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, i: i & 1, lambda x, i: i | 2, lambda x, i: i ^ 3, lambda x, i: i << 1,
+    lambda x, i: torch.remainder(i, 3), lambda x, i: torch.fmod(x, 2), lambda x, i: x % 0.5,
+    lambda x, i: torch.copysign(x, -1), lambda x, i: torch.xlogy(2, x.abs()),
+    lambda x, i: torch.where(x > 0, x, 0.0), lambda x, i: x.masked_fill(x > 0, 1),
+    lambda x, i: torch.pow(2, x), lambda x, i: i // 2, lambda x, i: 1 - x,
+    lambda x, i: i.float() / 3, lambda x, i: torch.bitwise_and(5, i),
+], ids=lambda f: str(f.__code__.co_positions().__next__()))
+def test_numbers_mixed_with_tensors(fn):
+    """torch turns a number beside a tensor into a 'wrapped number' tensor,
+    which reaches the npu's kernels as a plain number."""
+    x = torch.linspace(-2, 2, 9)
+    i = torch.arange(-4, 5)
+    _same(fn(x, i), fn(x.to("npu"), i.to("npu")))
+
+
+def test_type_promotion_with_numbers_is_the_cpus():
+    i = torch.arange(4, dtype=torch.int32)
+    h = torch.ones(4, dtype=torch.float16)
+    for f in (lambda a: a + 2.5, lambda a: torch.remainder(a, 2.5), lambda a: a * True,
+              lambda a: torch.fmod(a, 3)):
+        for t in (i, h):
+            _same(f(t), f(t.to("npu")))
+
+
+def test_conjugate_and_negative_views():
+    c = torch.tensor([1 + 2j, 3 - 4j, 5 + 6j])
+    n = c.to("npu")
+    _same(c.conj().resolve_conj(), n.conj().cpu().to("npu"))
+    assert torch.equal(n.conj().cpu(), c.conj())
+    _same(c.conj().view(3, 1) @ c.view(1, 3), n.conj().view(3, 1) @ n.view(1, 3))
+    _same(torch.dot(c.conj(), c), torch.dot(n.conj(), n))
+    _same(c.conj().imag.clone(), n.conj().imag.clone())
+    assert n.conj()[1].item() == c.conj()[1].item()
+    assert n.conj().imag[1].item() == c.conj().imag[1].item()
+    _same(torch.fft.ifft(c), torch.fft.ifft(n))
+
+
+def test_out_tensor_is_reshaped_like_the_cpus():
+    for size in ([0], [10]):
+        out = torch.empty(size, device="npu")
+        torch.logical_not(torch.zeros(1, 0, 3, device="npu"), out=out.bool()) if size == [0] \
+            else None
+        cpu_out, npu_out = torch.empty(size), torch.empty(size, device="npu")
+        with pytest.warns(UserWarning) if size == [10] else _nothing():
+            torch.add(torch.ones(3), 1, out=cpu_out)
+            torch.add(torch.ones(3, device="npu"), 1, out=npu_out)
+        _same(cpu_out, npu_out)
+    assert torch.logical_not(torch.zeros(1, 0, 3, device="npu")).shape == (1, 0, 3)
+    assert torch.eye(0, 2, device="npu").shape == (0, 2)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_mixed_devices():
+    x = torch.arange(10.0, device="npu")
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mm(x.view(2, 5), torch.ones(5, 2))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="npu") + torch.ones(3)
+    # cpu scalars and cpu indices are fine, as on CUDA
+    _same(torch.arange(10.0) + torch.tensor(1.0), x + torch.tensor(1.0))
+    _same(torch.arange(10.0)[torch.tensor([1, 7])], x[torch.tensor([1, 7])])
+    y = x.clone()
+    y[torch.tensor([0, 1])] = torch.tensor(5.0, device="npu")
+    assert y.cpu()[:2].tolist() == [5.0, 5.0]
+
+
+def test_layer_norm_is_the_cpu_kernel():
+    """torch would decompose native_layer_norm for a new device; the npu runs
+    the cpu's kernel, bit for bit."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 7), torch.randn(7), torch.randn(7)
+    f = nn.functional.layer_norm
+    _same(f(x, (7,), w, b), f(x.to("npu"), (7,), w.to("npu"), b.to("npu")))
+    _same(nn.functional.group_norm(x.view(2, 2, 7), 2),
+          nn.functional.group_norm(x.view(2, 2, 7).to("npu"), 2))
+
+
+def test_an_op_without_a_host_kernel_names_itself_and_the_device():
+    x = torch.randn(2, 3, device="npu")
+    # A CUDA-only op: PyTorch has no cpu kernel to run it with.
+    with pytest.raises(NotImplementedError,
+                       match=r"aten::_masked_scale.default is not supported on the virtual NPU "
+                             r"\(npu:0\)"):
+        torch.ops.aten._masked_scale(x, x > 0, 2.0)
+
+
+def test_errors_in_backward_do_not_crash():
+    class Fails(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            raise ValueError("backward failed on purpose")
+
+    x = torch.ones(3, device="npu", requires_grad=True)
+    with pytest.raises(ValueError, match="on purpose"):
+        Fails.apply(x).sum().backward()
+    y = torch.ones(3, device="npu", requires_grad=True)
+    with pytest.raises(RuntimeError):
+        (y.view(3, 1) @ torch.ones(2, 2, device="npu")).sum().backward()
+    code = ("import torch, transfer_to_npu\n"
+            "x = torch.ones(3, device='npu:1', requires_grad=True)\n"
+            "class F(torch.autograd.Function):\n"
+            "    @staticmethod\n"
+            "    def forward(ctx, x): return x * 2\n"
+            "    @staticmethod\n"
+            "    def backward(ctx, g): raise ValueError('no')\n"
+            "try:\n"
+            "    F.apply(x).sum().backward()\n"
+            "except ValueError:\n"
+            "    print('raised')\n")
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "raised"
+
+
+# --- PyTorch's OpInfo database: every op, npu against cpu ---------------------
+
+def _op_db():
+    # The database's module imports expecttest, a test helper its samples do
+    # not use; a stand-in lets it load where expecttest is not installed.
+    if "expecttest" not in sys.modules:
+        try:
+            import expecttest  # noqa: F401
+        except ImportError:
+            stub = types.ModuleType("expecttest")
+            stub.TestCase = unittest.TestCase
+            sys.modules["expecttest"] = stub
+    # Loaded with the patches off: it deep-copies torch functions.
+    transfer_to_npu.disable()
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    finally:
+        transfer_to_npu.enable()
+    return op_db
+
+
+# Not comparable: the values are uninitialised memory; the input is moved as
+# a compact copy, so a view reaching past it on the cpu has nothing beyond it
+# on the npu; the op requires its argument on the cpu (as on CUDA).
+_INCOMPARABLE = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
+                 "new_empty_strided", "as_strided", "tensor_split", "to", "sparse"}
+
+
+def _to_npu(x):
+    return x.to("npu") if isinstance(x, torch.Tensor) and x.layout == torch.strided else x
+
+
+def _compare(expected, got):
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(got, torch.Tensor), type(got)
+        assert got.device.type == "npu", got.device
+        got = got.cpu()
+        assert (expected.shape, expected.dtype) == (got.shape, got.dtype)
+        if expected.is_floating_point() or expected.is_complex():
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+        else:
+            assert torch.equal(got, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert len(expected) == len(got)
+        for e, g in zip(expected, got):
+            _compare(e, g)
+    elif isinstance(expected, float) and expected != expected:
+        assert got != got
+    else:
+        assert expected == got
+
+
+def _sweep(dtype, every, offset):
+    failures = []
+    ops = [op for op in _op_db() if op.name.split(".")[0] not in _INCOMPARABLE
+           and op.name not in _INCOMPARABLE]
+    for op in ops[offset::every]:
+        if dtype not in op.supported_dtypes("cpu"):
+            continue
+        for sample in list(op.sample_inputs("cpu", dtype, requires_grad=False))[:2]:
+            if any(isinstance(t, torch.Tensor) and t.layout != torch.strided
+                   for t in (sample.input, *sample.args)):
+                continue
+            try:
+                torch.manual_seed(0)
+                expected = op(sample.input, *sample.args, **sample.kwargs)
+            except Exception:
+                continue  # the cpu refuses it too
+            if isinstance(expected, torch.Tensor) and expected.layout != torch.strided:
+                continue  # sparse layouts: not on the virtual NPU
+            moved = sample.transform(_to_npu)
+            if "device" in moved.kwargs:
+                moved.kwargs = dict(moved.kwargs, device="npu")
+            try:
+                torch.manual_seed(0)
+                _compare(expected, op(moved.input, *moved.args, **moved.kwargs))
+            except Exception as error:  # noqa: BLE001 - reported below
+                failures.append(f"{op.name} {op.variant_test_name} {dtype}: "
+                                f"{type(error).__name__}: {str(error).splitlines()[0][:160]}")
+    return failures
+
+
+@pytest.mark.parametrize("dtype,every,offset", [
+    (torch.float32, 4, 0),   # a quarter of the ops in float32
+    (torch.int64, 8, 1),     # and an eighth in each of these
+    (torch.bool, 8, 2),
+    (torch.complex64, 8, 3),
+], ids=["float32", "int64", "bool", "complex64"])
+def test_opinfo_ops_equal_cpu(dtype, every, offset):
+    failures = _sweep(dtype, every, offset)
+    assert not failures, "\n".join(failures)

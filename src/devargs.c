@@ -85,43 +85,103 @@ raise_invalid(ttn_state *st, PyObject *value, PyObject *argname, ttn_entry *entr
     return -1;
 }
 
+/* ------------------------------------------------------------------------- */
+
+static int
+type_code(ttn_state *st, PyObject *name)
+{
+    if (PyUnicode_Compare(name, st->str_cuda) == 0)
+        return TTN_C10_CUDA;
+    if (PyUnicode_Compare(name, st->str_npu) == 0)
+        return TTN_C10_PRIVATEUSE1;
+    if (PyUnicode_CompareWithASCIIString(name, "cpu") == 0)
+        return TTN_C10_CPU;
+    return TTN_C10_OTHER;
+}
+
+/* The slow way: the device's type name and index attributes. */
+static int
+decode_by_attributes(ttn_state *st, PyObject *dev, int *type, int *index)
+{
+    PyObject *name = NULL, *idx = NULL;
+    int rc = -1;
+
+    name = PyObject_GetAttr(dev, st->str_type);
+    if (name == NULL)
+        goto exit;
+    *type = type_code(st, name);
+    idx = PyObject_GetAttr(dev, st->str_index);
+    if (idx == NULL)
+        goto exit;
+    *index = -1;
+    if (idx != Py_None) {
+        long v = PyLong_AsLong(idx);
+
+        if (v == -1 && PyErr_Occurred())
+            goto exit;
+        *index = (int)v;
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(name);
+    Py_XDECREF(idx);
+    return rc;
+}
+
+int
+ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index)
+{
+    Py_hash_t h;
+
+    /* torch hashes a device as (type << 16) | (uint8_t)index.  Once that
+     * has held for devices read the slow way, the hash is what is read: a
+     * few instructions instead of building the type's name as a string. */
+    if (TTN_LIKELY(st->device_hash_ok > 1)) {
+        h = PyObject_Hash(dev);
+        if (h == -1)
+            return -1;
+        *type = (int)((h >> 16) & 0xff);
+        *index = (int)(int8_t)(h & 0xff);
+        if (*type != TTN_C10_CUDA && *type != TTN_C10_PRIVATEUSE1 && *type != TTN_C10_CPU)
+            *type = TTN_C10_OTHER;
+        return 0;
+    }
+    if (decode_by_attributes(st, dev, type, index) < 0)
+        return -1;
+    if (st->device_hash_ok >= 0 && *type != TTN_C10_OTHER) {
+        h = PyObject_Hash(dev);
+        if (h == -1)
+            return -1;
+        if (h == (((Py_hash_t)*type << 16) | (Py_hash_t)(uint8_t)*index))
+            st->device_hash_ok++;
+        else
+            st->device_hash_ok = -1; /* not the layout above: stay with attributes */
+    }
+    return 0;
+}
+
 /* Rewrite a torch.device whose type is "cuda" (one made before enable(),
- * or unpickled). */
+ * one torch made, or one unpickled). */
 static int
 map_device_object(ttn_state *st, PyObject *value, PyObject **out)
 {
-    PyObject *type = NULL, *index = NULL, *result = NULL;
-    int rc = -1, idx = -1;
+    PyObject *result;
+    int type, idx;
 
-    type = PyObject_GetAttr(value, st->str_type);
-    if (type == NULL)
-        goto exit;
-    if (PyUnicode_Compare(type, st->str_cuda) != 0) {
-        rc = 0;
-        goto exit;
-    }
-    index = PyObject_GetAttr(value, st->str_index);
-    if (index == NULL)
-        goto exit;
-    if (index != Py_None) {
-        idx = (int)PyLong_AsLong(index);
-        if (idx == -1 && PyErr_Occurred())
-            goto exit;
-    }
+    if (ttn_device_decode(st, value, &type, &idx) < 0)
+        return -1;
+    if (type != TTN_C10_CUDA)
+        return 0;
     if (idx > TTN_MAX_DEVICE_INDEX || idx < -1) {
         PyErr_Format(st->invalid_device_error, "Invalid device: %R", value);
-        goto exit;
+        return -1;
     }
     result = ttn_npu_device(st, idx);
     if (result == NULL)
-        goto exit;
+        return -1;
     *out = Py_NewRef(result);
-    rc = 1;
-
-exit:
-    Py_XDECREF(type);
-    Py_XDECREF(index);
-    return rc;
+    return 1;
 }
 
 /* A map_location dict ({'cuda:0': 'cuda:1'}): every key and value that is
@@ -179,12 +239,20 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
     if (PyUnicode_Check(value)) {
         Py_ssize_t len;
         const char *s;
-        int index;
+        int index, i;
         PyObject *npu;
 
         /* Shorter than "cuda": cannot be one; skip the UTF-8 view. */
         if (PyUnicode_GET_LENGTH(value) < 4)
             return 0;
+        /* The same string objects come back call after call (constants in
+         * the user's code): remembered by identity, no parsing. */
+        for (i = 0; i < TTN_STR_CACHE; i++) {
+            if (st->str_cache_key[i] == value) {
+                *out = Py_NewRef(st->str_cache_value[i]);
+                return 1;
+            }
+        }
         s = PyUnicode_AsUTF8AndSize(value, &len);
         if (s == NULL)
             return -1;
@@ -193,6 +261,13 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
             npu = ttn_npu_string(st, index);
             if (npu == NULL)
                 return -1;
+            if (PyUnicode_CheckExact(value)) {
+                /* Keys are held, so an address is never reused while cached. */
+                i = st->str_cache_next;
+                st->str_cache_next = (i + 1) % TTN_STR_CACHE;
+                Py_XSETREF(st->str_cache_key[i], Py_NewRef(value));
+                st->str_cache_value[i] = npu;
+            }
             *out = Py_NewRef(npu);
             return 1;
         case TTN_DEV_INVALID:

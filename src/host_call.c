@@ -76,33 +76,56 @@ call_free(ttn_call *c)
 
 static PyObject *convert_arg(ttn_call *c, PyObject *v);
 
+/* Whether a complex tensor has its conjugate or negative bit set: DLPack
+ * would alias its stored values without the bit.  Only complex tensors are
+ * asked (a method call each); torch resolves the negative bit of real ones
+ * before every op but a few, which ops.py hands to a Python handler. */
 static int
-type_and_rank(ttn_state *st, PyObject *tensor, int *type, int *index, int *rank)
+has_math_bit(PyObject *tensor)
 {
-    ttn_DLTensor t;
+    static const char *const names[] = {"is_conj", "is_neg"};
+    int i, found = 0;
 
-    if (st->dlpack->dltensor_from_py_object_no_sync(tensor, &t) < 0)
-        return -1;
-    *type = t.device.device_type;
-    *index = t.device.device_id;
-    *rank = t.ndim;
-    return 0;
+    for (i = 0; i < 2 && !found; i++) {
+        PyObject *bit = PyObject_CallMethod(tensor, names[i], NULL);
+
+        if (bit == NULL)
+            return -1;
+        found = PyObject_IsTrue(bit);
+        Py_DECREF(bit);
+        if (found < 0)
+            return -1;
+    }
+    return found;
 }
 
 static PyObject *
 convert_tensor(ttn_call *c, PyObject *v)
 {
     PyObject *alias = NULL;
-    int type, index, rank;
+    ttn_DLTensor t;
+    int index, bit;
 
-    if (type_and_rank(c->st, v, &type, &index, &rank) < 0)
+    if (c->st->dlpack->dltensor_from_py_object_no_sync(v, &t) < 0)
         return NULL;
-    if (type != ttn_kDLExtDev) {
+    if (t.device.device_type != ttn_kDLExtDev) {
         /* cpu scalars mix with device tensors, as in torch's kernels */
-        if (type == ttn_kDLCPU && rank > 0)
+        if (t.device.device_type == ttn_kDLCPU && t.ndim > 0)
             c->host_tensor = 1;
         return Py_NewRef(v);
     }
+    if (t.dtype.code == TTN_DL_COMPLEX) {
+        bit = has_math_bit(v);
+        if (bit < 0)
+            return NULL;
+        if (bit) {
+            /* The slow path resolves it (ops.retry). */
+            PyErr_Format(PyExc_RuntimeError,
+                         "%R: an npu input has its conjugate or negative bit set", c->op);
+            return NULL;
+        }
+    }
+    index = t.device.device_id;
     if (c->tensor_index < 0)
         c->tensor_index = index;
     else if (c->tensor_index != index) {

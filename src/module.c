@@ -577,6 +577,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
         Py_VISIT(st->npu_strings[i]);
         Py_VISIT(st->npu_devices[i]);
     }
+    for (i = 0; i < TTN_STR_CACHE; i++)
+        Py_VISIT(st->str_cache_key[i]);
     Py_VISIT(st->dlpack_capsule);
     Py_VISIT(st->tensor_type);
     Py_VISIT(st->cpu_device);
@@ -616,6 +618,10 @@ module_clear(PyObject *module)
     for (i = 0; i < TTN_NPU_SLOTS; i++) {
         Py_CLEAR(st->npu_strings[i]);
         Py_CLEAR(st->npu_devices[i]);
+    }
+    for (i = 0; i < TTN_STR_CACHE; i++) {
+        Py_CLEAR(st->str_cache_key[i]);
+        st->str_cache_value[i] = NULL;
     }
     st->dlpack = NULL;
     Py_CLEAR(st->dlpack_capsule);

@@ -15,6 +15,14 @@
 #include "ttn/ptrmap.h"
 #include "ttn/table.h"
 
+#if defined(__GNUC__) || defined(__clang__)
+#define TTN_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TTN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TTN_LIKELY(x) (x)
+#define TTN_UNLIKELY(x) (x)
+#endif
+
 /* How a table row is installed (the "mode" field of a row). */
 enum ttn_mode {
     TTN_MODE_DEVICE_ARG = 1,  /* same callable; its device argument rewritten */
@@ -30,6 +38,12 @@ enum ttn_mode {
 
 /* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */
 #define TTN_NPU_SLOTS (TTN_MAX_DEVICE_INDEX + 2)
+
+/* CUDA device strings remembered by identity, with their npu spelling. */
+#define TTN_STR_CACHE 8
+
+/* c10::DeviceType codes (part of torch's ABI); OTHER is any other type. */
+enum { TTN_C10_CPU = 0, TTN_C10_CUDA = 1, TTN_C10_PRIVATEUSE1 = 20, TTN_C10_OTHER = -2 };
 
 typedef struct ttn_state {
     /* types */
@@ -69,6 +83,10 @@ typedef struct ttn_state {
     ttn_entry *device_entry;
     PyObject *npu_strings[TTN_NPU_SLOTS];
     PyObject *npu_devices[TTN_NPU_SLOTS];
+    PyObject *str_cache_key[TTN_STR_CACHE];   /* strong */
+    PyObject *str_cache_value[TTN_STR_CACHE]; /* borrowed from npu_strings */
+    int str_cache_next;
+    int device_hash_ok; /* > 1: devices decoded from their hash; -1: never */
 
     /* the virtual NPU (host_alias.c, host_call.c) */
     const ttn_DLPackExchangeAPI *dlpack;
@@ -116,6 +134,7 @@ ttn_hit(ttn_state *st, ttn_entry *entry)
 int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
                    ttn_entry *entry);
 int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
+int ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index);
 PyObject *ttn_npu_string(ttn_state *st, int index);
 PyObject *ttn_npu_device(ttn_state *st, int index);
 int ttn_kwname_is(PyObject *name, PyObject *interned);

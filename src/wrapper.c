@@ -110,10 +110,49 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
     return rewrite_set(rw, i, value) < 0 ? -1 : 1;
 }
 
-static PyObject *
-Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* Call `target` the way PyObject_Vectorcall does, minus its bookkeeping:
+ * straight through the callee's own vectorcall when it has one. */
+static inline PyObject *
+call_target(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    WrapperObject *self = (WrapperObject *)op;
+    vectorcallfunc f = PyVectorcall_Function(target);
+
+    if (TTN_LIKELY(f != NULL))
+        return f(target, args, nargsf, kwnames);
+    return PyObject_Vectorcall(target, args, nargsf, kwnames);
+}
+
+/* Whether v could be a device specification to rewrite: the cheap test
+ * that lets every other call pass straight through. */
+static inline int
+candidate(ttn_state *st, PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+
+    return t == &PyUnicode_Type || t == st->device_type || t == &PyDict_Type ||
+           PyUnicode_Check(v);
+}
+
+static int
+kw_candidate(WrapperObject *self, PyObject *const *values, PyObject *kwnames, Py_ssize_t nkw)
+{
+    Py_ssize_t i, k, nkws = PyTuple_GET_SIZE(self->device_kws);
+
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+
+        for (k = 0; k < nkws; k++)
+            if (ttn_kwname_is(name, PyTuple_GET_ITEM(self->device_kws, k)))
+                return candidate(self->state, values[i]);
+    }
+    return 0;
+}
+
+/* Every mode, every argument shape: the general path. */
+static PyObject *
+wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
+                     PyObject *kwnames)
+{
     ttn_state *st = self->state;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, i;
     ttn_rewrite rw;
@@ -121,7 +160,7 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
     int changed = 0, r;
 
     if (!st->enabled)
-        return PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
+        return call_target(self->wrapped, args, nargsf, kwnames);
     if (self->mode == TTN_MODE_UNSUPPORTED) {
         if (ttn_unsupported_hit(st, self->entry) < 0)
             return NULL;
@@ -131,7 +170,7 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
                          self->entry->source, self->entry->target);
             return NULL;
         }
-        return PyObject_Vectorcall(self->target, args, nargsf, kwnames);
+        return call_target(self->target, args, nargsf, kwnames);
     }
     nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     rw.args = args;
@@ -174,14 +213,37 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
     else if (self->mode == TTN_MODE_REDIRECT)
         ttn_hit(st, self->entry);
     if (rw.buf == NULL)
-        result = PyObject_Vectorcall(self->target, args, nargsf, kwnames);
+        result = call_target(self->target, args, nargsf, kwnames);
     else
-        result = PyObject_Vectorcall(self->target, rw.buf + 1,
-                                     (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+        result = call_target(self->target, rw.buf + 1,
+                             (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
 
 exit:
     rewrite_free(&rw);
     return result;
+}
+
+static PyObject *
+Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    WrapperObject *self = (WrapperObject *)op;
+    ttn_state *st = self->state;
+    Py_ssize_t nargs, nkw;
+
+    /* The hot path: nothing that could be a device where this callable takes
+     * one, so the call goes straight on. */
+    if (TTN_LIKELY(st->enabled) &&
+        (self->mode == TTN_MODE_DEVICE_ARG || self->mode == TTN_MODE_REDIRECT)) {
+        nargs = PyVectorcall_NARGS(nargsf);
+        nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        if ((self->pos < 0 || self->pos >= nargs || !candidate(st, args[self->pos])) &&
+            (nkw == 0 || !kw_candidate(self, args + nargs, kwnames, nkw))) {
+            if (self->mode == TTN_MODE_REDIRECT)
+                ttn_hit(st, self->entry);
+            return call_target(self->target, args, nargsf, kwnames);
+        }
+    }
+    return wrapper_call_general(self, args, nargsf, kwnames);
 }
 
 /* ------------------------------------------------------------------------- */

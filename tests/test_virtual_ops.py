@@ -103,6 +103,78 @@ def test_layer_norm_is_the_cpu_kernel():
           nn.functional.group_norm(x.view(2, 2, 7).to("npu"), 2))
 
 
+class _LastHidden(nn.Module):
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        out = self.rnn(x)
+        return out[0] if isinstance(out, tuple) else out
+
+
+class _Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        lengths = torch.tensor([5, 2, 4])  # on the cpu, as torch wants them
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        return nn.utils.rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True)[0]
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda: _LastHidden(nn.LSTM(4, 6, num_layers=2, batch_first=True)), (3, 5, 4)),
+    (lambda: _LastHidden(nn.GRU(4, 6, bidirectional=True)), (5, 3, 4)),
+    (lambda: _LastHidden(nn.LSTMCell(4, 6)), (3, 4)),
+    (lambda: nn.GRUCell(4, 6), (3, 4)),
+    (_Packed, (3, 5, 4)),
+    (lambda: nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True), (2, 7, 16)),
+], ids=["lstm", "gru", "lstm_cell", "gru_cell", "packed_lstm", "transformer"])
+def test_training_steps_of_common_layers_equal_cpu(make, shape):
+    """Recurrent layers take CUDA-only fused cells on any device but the cpu,
+    and attention a per-device kernel choice: the npu must still train them
+    as the cpu does."""
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    results = []
+    for device in ("cpu", "npu"):
+        torch.manual_seed(1)
+        model = make().to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for _ in range(2):
+            opt.zero_grad()
+            loss = model(x.to(device)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        results.append((losses, [p.detach().cpu() for p in model.parameters()]))
+    (cpu_losses, cpu_params), (npu_losses, npu_params) = results
+    assert npu_losses == pytest.approx(cpu_losses, rel=1e-5, abs=1e-6)
+    for c, n in zip(cpu_params, npu_params):
+        torch.testing.assert_close(n, c, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_runs_the_cpus_kernel():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
+    mask = torch.rand(5, 5) > 0.3
+    f = nn.functional.scaled_dot_product_attention
+    for kwargs in ({}, {"is_causal": True}, {"attn_mask": mask}, {"scale": 0.3}):
+        on_npu = {a: b.to("npu") if isinstance(b, torch.Tensor) else b
+                  for a, b in kwargs.items()}
+        qc, qn = q.clone().requires_grad_(), q.to("npu").requires_grad_()
+        expected = f(qc, k, v, **kwargs)
+        got = f(qn, k.to("npu"), v.to("npu"), **on_npu)
+        _same(expected.detach(), got.detach())
+        expected.sum().backward()
+        got.sum().backward()
+        _same(qc.grad, qn.grad)
+
+
 def test_an_op_without_a_host_kernel_names_itself_and_the_device():
     x = torch.randn(2, 3, device="npu")
     # A CUDA-only op: PyTorch has no cpu kernel to run it with.

@@ -24,7 +24,7 @@ import functools
 import torch
 
 from ... import _C
-from . import devices, random, storage
+from . import attention, devices, random, rnn, storage
 
 aten = torch.ops.aten
 
@@ -314,6 +314,9 @@ def retry(error, op, *args, **kwargs):
     rerun it when the failure is the virtual NPU's own, else raise."""
     if isinstance(error, RuntimeError) and "storage that is not resizable" in str(error):
         return _rerun_growing(op, args, kwargs)
+    if isinstance(error, RuntimeError) and "conjugate or negative bit set" in str(error):
+        args, kwargs = _resolve_math_bits(op, args, kwargs)
+        return _C.host_run(op, op._op, *args, **kwargs)
     if _numbers_for_tensors(op, args, kwargs):
         # The overload packet picks the Scalar overload for the number, as
         # the wrapped number would have had it on the cpu.
@@ -381,8 +384,7 @@ def _host_kernel_names():
     (``remainder.Scalar``...): they only wrap the number and call the
     Tensor overload, which takes a number badly through a Python kernel."""
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    own = {f"aten::{name}" for name in _IMPLS}
-    own.update(f"aten::{name}" for name in _HOST_OVERRIDES)
+    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS)}
     for qualified in torch._C._dispatch_get_all_op_names():
         if not qualified.startswith("aten::") or qualified in own:
             continue
@@ -416,18 +418,11 @@ _IMPLS = {
 
 
 # --- conjugate and negative inputs ----------------------------------------
-
-def _sees_math_bits(op):
-    """Whether torch hands this op its inputs with their conjugate or
-    negative bit still set (it resolves them first for most ops), so that
-    its cpu kernel can take them into account.  A host alias made through
-    DLPack loses them."""
-    qualified = op.name()
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
-    through = torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough
-    return any(has(qualified, key) and through(qualified, key)
-               for key in ("Conjugate", "Negative"))
-
+# torch resolves these bits before an op reaches a backend, but for the ops
+# whose kernels take them into account (mm, dot, copies, views...).  A host
+# alias made through DLPack would lose them.  The C core refuses a complex
+# input with a bit set, and retry() resolves it; real tensors carry only
+# the negative bit, which reaches a handful of ops: those get a handler.
 
 def _has_math_bit(v):
     if isinstance(v, (list, tuple)):
@@ -435,9 +430,9 @@ def _has_math_bit(v):
     return _is_npu(v) and (v.is_conj() or v.is_neg())
 
 
-def _resolving_math_bits(op):
-    """A handler that materialises conjugate and negative npu inputs (on
-    the npu) before the generic path, which would lose the bits."""
+def _resolve_math_bits(op, args, kwargs):
+    """The call with its conjugate and negative npu inputs materialised
+    (on the npu)."""
     names = [a.name for a in op._schema.arguments]
     written = _mutated(op)
 
@@ -453,20 +448,41 @@ def _resolving_math_bits(op):
                 f"resolve_neg() on it first")
         return v.resolve_conj().resolve_neg()
 
+    return ([resolve(names[i] if i < len(names) else "", v) for i, v in enumerate(args)],
+            {k: resolve(k, v) for k, v in kwargs.items()})
+
+
+def _sees_negative_bit(op):
+    """Whether torch hands this op its inputs with the negative bit still
+    set."""
+    qualified = op.name()
+    return (torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "Negative")
+            and torch._C._dispatch_kernel_for_dispatch_key_is_fallthrough(qualified,
+                                                                           "Negative"))
+
+
+def _resolving_math_bits(op):
     def handler(op, *args, **kwargs):
         if _has_math_bit(args) or _has_math_bit(tuple(kwargs.values())):
-            args = [resolve(names[i] if i < len(names) else "", v) for i, v in enumerate(args)]
-            kwargs = {k: resolve(k, v) for k, v in kwargs.items()}
+            args, kwargs = _resolve_math_bits(op, args, kwargs)
         return _run(op, *args, **kwargs)
 
     return handler
 
 
 # Arguments that may be cpu tensors of any shape beside npu tensors, as on
-# CUDA: indices (x[cpu_index]), the lengths and batch sizes of packed
-# sequences, tensor_split's split points.
-_HOST_TENSOR_ARGUMENTS = frozenset({"indices", "batch_sizes", "lengths", "input_lengths",
-                                    "target_lengths", "tensor_indices_or_sections"})
+# CUDA: the index lists of x[cpu_index] and index_put_, the lengths and
+# batch sizes of packed sequences, tensor_split's split points.
+_HOST_TENSOR_ARGUMENTS = frozenset({"batch_sizes", "lengths", "input_lengths", "target_lengths",
+                                    "tensor_indices_or_sections"})
+
+
+def _takes_host_tensors(argument):
+    if argument.is_out:
+        return False
+    if argument.name == "indices":
+        return isinstance(argument.type, torch.ListType)
+    return argument.name in _HOST_TENSOR_ARGUMENTS
 
 
 def _run(op, *args, **kwargs):
@@ -496,12 +512,11 @@ def classify(op):
     seeded = random.handler(op, _run)
     if seeded is not None:
         return seeded
-    if any(a.name in _HOST_TENSOR_ARGUMENTS and not a.is_out for a in op._schema.arguments):
+    if any(_takes_host_tensors(a) for a in op._schema.arguments):
         return _taking_host_tensors(op)
     reads = [a for a in op._schema.arguments
-             if isinstance(a.type, (torch.TensorType, torch.OptionalType, torch.ListType))
-             and "Tensor" in str(a.type) and not (a.alias_info and a.alias_info.is_write)]
-    if reads and _sees_math_bits(op):
+             if "Tensor" in str(a.type) and not (a.alias_info and a.alias_info.is_write)]
+    if reads and _sees_negative_bit(op):
         return _resolving_math_bits(op)
     return None
 
@@ -512,6 +527,10 @@ def register():
         lib.impl(name, fn, "PrivateUse1")
     for name in _HOST_OVERRIDES:
         lib.impl(name, _host_override(name), "PrivateUse1")
+    # CUDA-only kernels torch calls for any device but the cpu.
+    for name, fn in rnn.HOST_KERNELS.items():
+        lib.impl(name, functools.partial(_C.host_run, _op_of(name), fn), "PrivateUse1")
+    attention.register(lib)
     for qualified in _host_kernel_names():
         lib.impl(qualified[len("aten::"):], functools.partial(_C.host_call, _op_of(qualified)),
                  "PrivateUse1")

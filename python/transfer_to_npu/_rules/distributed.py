@@ -16,19 +16,18 @@
   in the profiler's and timeouts' code, a NameError without NCCL).
 * Device arguments: ``init_process_group(device_id=)``,
   ``new_group(device_id=)``, ``init_device_mesh('cuda', ...)``,
-  ``DeviceMesh('cuda', ...)``, ``DistributedDataParallel(output_device=)``
-  and ``FullyShardedDataParallel(device_id=)``.  Device lists
-  (``DDP(device_ids=[...])``, ``barrier(device_ids=[...])``) hold indices,
-  or strings and devices that torch turns into indices through the migrated
-  ``torch.device``; they need no rewriting.
+  ``DeviceMesh('cuda', ...)`` and ``DistributedDataParallel(output_device=)``.
+  Device lists (``DDP(device_ids=[...])``, ``barrier(device_ids=[...])``)
+  hold indices, or strings and devices that torch turns into indices through
+  the migrated ``torch.device``; they need no rewriting.  Nor does FSDP's
+  ``device_id``: an index or a string becomes a device through the migrated
+  ``torch.device`` too.
 """
 
 import inspect
 
 from .. import _C
 from ._row import row
-
-FSDP_MODULE = "torch.distributed.fsdp.fully_sharded_data_parallel"
 
 # Functions that create process groups and take a ``backend``.
 GROUP_CREATORS = ("init_process_group", "new_group", "new_subgroups",
@@ -103,11 +102,4 @@ def rows(torch):
                    "torch.nn.parallel.DistributedDataParallel", "device_arg", _C.MODE_DEVICE_ARG,
                    ddp, "__init__", pos=_position(ddp.__init__, "output_device"), binds=True,
                    kws=("output_device",)))
-    # FSDP is imported only by the scripts that use it (it takes a while to
-    # import): its row waits for the module.  device_id is passed by
-    # keyword in practice; it is the tenth parameter.
-    out.append(row("torch.distributed.fsdp.FullyShardedDataParallel",
-                   "torch.distributed.fsdp.FullyShardedDataParallel", "device_arg",
-                   _C.MODE_DEVICE_ARG, f"{FSDP_MODULE}:FullyShardedDataParallel", "__init__",
-                   binds=True, kws=("device_id",)))
     return out

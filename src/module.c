@@ -114,6 +114,12 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
             goto exit;
         }
         if (r == 0) {
+            /* In the table from now on, with no calls yet, so that the table
+             * does not change size when the module is imported. */
+            if (ttn_table_add(&st->table, source, target, kind, NULL) == NULL) {
+                PyErr_NoMemory();
+                goto exit;
+            }
             rc = defer(st, modname, row);
             goto exit;
         }

@@ -59,7 +59,12 @@ def test_module_imported_later_is_patched(tmp_path):
         import sys
         import transfer_to_npu, torch
         assert "late" not in sys.modules
+        # Listed before its module is imported, with no calls yet: the
+        # table does not change size during a run.
+        before = {m["source"]: m["calls"] for m in transfer_to_npu.mappings()}
+        assert before["late.place"] == 0
         import late
+        assert len(transfer_to_npu.mappings()) == len(before)
         y = late.place(torch.ones(1), "cpu")
         assert y.device.type == "npu", y.device
         print("ok")

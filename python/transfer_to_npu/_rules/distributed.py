@@ -24,9 +24,8 @@
   ``torch.device`` too.
 """
 
-import inspect
-
 from .. import _C
+from ._introspect import parameters
 from ._row import row
 
 # Functions that create process groups and take a ``backend``.
@@ -37,14 +36,10 @@ GROUP_CREATORS = ("init_process_group", "new_group", "new_subgroups",
 def _position(fn, name):
     """Index of parameter ``name`` among fn's arguments (self counted for a
     method, as the wrapper sees it), -1 if it is not positional."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
+    params = parameters(fn)
+    if params is None or name not in params[0]:
         return -1
-    for i, p in enumerate(params):
-        if p.name == name and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            return i
-    return -1
+    return params[0].index(name)
 
 
 def is_hccl_available():
@@ -71,7 +66,8 @@ def rows(torch):
         fn = getattr(c10d, name, None)
         if fn is None:
             continue
-        kws = ("device_id",) if "device_id" in inspect.signature(fn).parameters else ()
+        params = parameters(fn)
+        kws = ("device_id",) if params and "device_id" in params[0] + params[1] else ()
         for owner in (dist, c10d):
             out.append(row(f"torch.distributed.{name}",
                            f"torch.distributed.{name}(backend='hccl')", "backend",

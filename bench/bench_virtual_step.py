@@ -1,0 +1,106 @@
+"""The virtual NPU's cost: time per training step of the quick-start CNN
+(examples/train_cnn.py's model, batch 64, SGD, cross-entropy) on the virtual
+NPU against the same step on plain cpu tensors.
+
+    python bench/bench_virtual_step.py [--steps N]
+
+After a warm-up the two steps alternate, one cpu step then one npu step (the
+order swapped every other pair), so that both see the same machine load.
+The table reports the median milliseconds per step of each, and their ratio.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+import transfer_to_npu  # noqa: F401  (the npu device)
+
+
+class CNN(nn.Module):
+    """The model of examples/train_cnn.py."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=1),
+            nn.MaxPool2d(kernel_size=2),
+            nn.Conv2d(16, 32, 3, 1, 1),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 7 * 7, 16),
+            nn.ReLU(),
+            nn.Linear(16, 10),
+        )
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def make_step(device, images, labels):
+    torch.manual_seed(0)
+    model = CNN().to(device)
+    loss_func = nn.CrossEntropyLoss().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        imgs, lbls = images.to(device), labels.to(device)
+        loss = loss_func(model(imgs), lbls)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def timed(step):
+    start = time.perf_counter()
+    step()
+    return (time.perf_counter() - start) * 1e3
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300,
+                        help="timed steps of each (default 300)")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be positive, got {args.steps}")
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(64, 1, 28, 28, generator=g)
+    labels = torch.randint(0, 10, (64,), generator=g)
+    cpu_step = make_step("cpu", images, labels)
+    npu_step = make_step("npu", images, labels)
+    for _ in range(10):
+        cpu_step()
+        npu_step()
+    torch.npu.synchronize()
+
+    cpu_ms, npu_ms = [], []
+    for i in range(args.steps):
+        if i % 2:
+            npu_ms.append(timed(npu_step))
+            cpu_ms.append(timed(cpu_step))
+        else:
+            cpu_ms.append(timed(cpu_step))
+            npu_ms.append(timed(npu_step))
+    cpu, npu = statistics.median(cpu_ms), statistics.median(npu_ms)
+
+    print(f"CNN training step (examples/train_cnn.py's model), batch 64, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{os.cpu_count()} cpus, median of {args.steps} steps")
+    print(f"{'device':<14}{'ms/step':>9}")
+    print(f"{'cpu':<14}{cpu:>9.2f}")
+    print(f"{'virtual npu':<14}{npu:>9.2f}")
+    print(f"ratio npu/cpu: {npu / cpu:.2f}")
+    print(f"command: python bench/bench_virtual_step.py --steps {args.steps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

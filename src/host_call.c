@@ -314,6 +314,37 @@ resolved(ttn_DLTensor *t, PyObject *r)
     return result;
 }
 
+/* A result the virtual NPU cannot hold (sparse, quantized, mkldnn: DLPack
+ * carries dense memory only) fails with an error naming the op and the
+ * device, DLPack's refusal as its cause. */
+static void
+result_refused(ttn_call *c, int index)
+{
+    PyObject *type, *value, *tb, *error = NULL;
+
+    if (PyErr_ExceptionMatches(PyExc_MemoryError))
+        return;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    error = PyObject_CallFunction(PyExc_NotImplementedError, "N",
+                                  PyUnicode_FromFormat(
+                                      "%S returns a tensor the virtual NPU (npu:%d) cannot "
+                                      "hold: %S", c->op, index, value));
+    if (error == NULL) {
+        /* Keep the original error; the new one could not be made. */
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyException_SetCause(error, value); /* steals value */
+    PyErr_SetObject(PyExc_NotImplementedError, error);
+    Py_DECREF(error);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+}
+
 static PyObject *
 result_tensor(ttn_call *c, PyObject *r, int index)
 {
@@ -326,14 +357,18 @@ result_tensor(ttn_call *c, PyObject *r, int index)
     for (i = 0; i < c->npairs; i++)
         if (c->pairs[2 * i] == r)
             return own_result(c, r, c->pairs[2 * i + 1]);
-    if (c->st->dlpack->dltensor_from_py_object_no_sync(r, &t) < 0)
+    if (c->st->dlpack->dltensor_from_py_object_no_sync(r, &t) < 0) {
+        result_refused(c, index);
         return NULL;
+    }
     if (t.device.device_type != ttn_kDLCPU)
         return Py_NewRef(r);
     values = resolved(&t, r);
     if (values == NULL)
         return NULL;
     result = ttn_device_alias(c->st, values, index, 1);
+    if (result == NULL)
+        result_refused(c, index);
     Py_DECREF(values);
     return result;
 }

@@ -184,6 +184,15 @@ def test_an_op_without_a_host_kernel_names_itself_and_the_device():
         torch.ops.aten._masked_scale(x, x > 0, 2.0)
 
 
+def test_a_result_the_npu_cannot_hold_is_a_clear_error():
+    x = torch.ones(3, device="npu")
+    with pytest.raises(NotImplementedError,
+                       match=r"aten\._to_sparse\.default returns a tensor the virtual NPU "
+                             r"\(npu:0\) cannot hold"):
+        x.to_sparse()
+    assert (x + 1).cpu().tolist() == [2.0, 2.0, 2.0]
+
+
 def test_errors_in_backward_do_not_crash():
     class Fails(torch.autograd.Function):
         @staticmethod

@@ -107,7 +107,8 @@ def test_casting_lists_equal_atens():
 
     def listed(macro):
         body = re.search(rf"#define {macro}\(_\)(.*?)\n\n", text, re.S).group(1)
-        return {".".join(p.strip() for p in m.split(",")) for m in re.findall(r"_\(([^)]*)\)", body)}
+        entries = re.findall(r"_\(([^)]*)\)", body)
+        return {".".join(p.strip() for p in m.split(",")) for m in entries}
 
     assert set(amp.LOWER_PRECISION_FP) == listed("AT_FORALL_LOWER_PRECISION_FP")
     assert set(amp.FP32) == listed("AT_FORALL_FP32")

@@ -4,7 +4,7 @@ import time
 import pytest
 import torch
 
-from conftest import npu, run_python
+from conftest import run_python
 
 
 def _run(code, **env):

@@ -51,7 +51,8 @@ def test_memory_stats():
     assert after["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + 4 * MiB
     assert after["allocation.all.current"] == before["allocation.all.current"] + 1
     assert after["allocation.all.allocated"] == before["allocation.all.allocated"] + 1
-    assert after["allocated_bytes.all.allocated"] == before["allocated_bytes.all.allocated"] + 4 * MiB
+    assert (after["allocated_bytes.all.allocated"]
+            == before["allocated_bytes.all.allocated"] + 4 * MiB)
     assert after["reserved_bytes.all.current"] == after["allocated_bytes.all.current"]
     assert after["allocated_bytes.all.peak"] >= after["allocated_bytes.all.current"]
     del x

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import transfer_to_npu
-from conftest import npu, run_python
+from conftest import run_python
 
 
 def _same(cpu, dev):

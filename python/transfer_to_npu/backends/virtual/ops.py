@@ -1,8 +1,8 @@
 """How ops run on the virtual NPU.
 
-Most ops take the C core's generic path (``_C.host_call``, the PrivateUse1
-fallback): npu arguments are aliased as cpu tensors, the cpu kernel runs,
-results are aliased back.  The ops here need more than that:
+Most ops take the C core's generic path (``_C.host_call``): npu arguments
+are aliased as cpu tensors, the cpu kernel runs, results are aliased back.
+The ops here need more than that:
 
 * views must share their base's npu storage, so they are rebuilt on the npu
   from the geometry the cpu view computes (``alias`` + ``as_strided_``);
@@ -10,13 +10,15 @@ results are aliased back.  The ops here need more than that:
   tensor points at, which a cpu alias cannot do;
 * the ``*_overrideable`` convolutions are how torch hands convolutions to a
   custom device; they run as the host's own ``convolution``;
-* random ops draw from the npu's generators (``random.py``).
+* random ops draw from the npu's generators (``random.py``);
+* CUDA-only kernels torch calls for every accelerator (``rnn.py``), and
+  attention, whose kernel torch chooses per device (``attention.py``).
 
-Every op that has a cpu kernel of its own is registered for the npu, so the
-npu runs that very kernel in one call, where torch would otherwise run a
-composite (``empty`` + ``op.out``, or a decomposition that computes
-differently from the cpu kernel).  A call the generic path fails comes back
-to ``retry``.
+The generic path is registered as the npu kernel of every op that has a cpu
+kernel of its own, so the npu runs that very kernel in one call where torch
+would otherwise run a composite (``empty`` + ``op.out``, or a decomposition
+that computes differently from the cpu kernel), and as the PrivateUse1
+fallback for the rest.  A call it fails comes back to ``retry``.
 """
 
 import functools
@@ -38,8 +40,7 @@ def _is_npu(t):
 
 def _host(t):
     """The host alias of an npu tensor, with its conjugate and negative
-    bits, which DLPack does not carry (it refuses the one, drops the
-    other)."""
+    bits, which DLPack does not carry."""
     if not _is_npu(t):
         return t
     if t.is_conj():

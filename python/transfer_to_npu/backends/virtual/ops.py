@@ -52,11 +52,17 @@ def _host(t):
 
 # --- views ----------------------------------------------------------------
 
+# The bound C++ operators: views are the hottest Python path, and calling
+# these skips OpOverload.__call__'s frame.
+_alias = aten.alias.default._op
+_restride = aten.as_strided_.default._op
+
+
 def _alias_as(base, size, stride, offset):
     """An npu view of ``base``'s storage: same storage object, new
     geometry."""
-    view = aten.alias.default(base)
-    aten.as_strided_.default(view, size, stride, offset)
+    view = _alias(base)
+    _restride(view, size, stride, offset)
     return view
 
 
@@ -100,6 +106,8 @@ def _view_base_position(schema):
 def _make_view(op, base_pos):
     base_name = op._schema.arguments[base_pos].name
 
+    run = op._op
+
     def view(op, *args, **kwargs):
         base = args[base_pos] if base_pos < len(args) else kwargs[base_name]
         # The geometry is what matters here: a conjugate base is viewed raw
@@ -107,7 +115,7 @@ def _make_view(op, base_pos):
         host_base = _C.to_host(base.conj() if base.is_conj() else base)
         host_args = [host_base if a is base else _host(a) for a in args]
         host_kwargs = {k: host_base if v is base else _host(v) for k, v in kwargs.items()}
-        return _rebase(op._op(*host_args, **host_kwargs), base, host_base)
+        return _rebase(run(*host_args, **host_kwargs), base, host_base)
 
     return view
 
@@ -384,19 +392,16 @@ def _host_kernel_names():
     backend kernel would hide.  Plus the composite Scalar overloads
     (``remainder.Scalar``...): they only wrap the number and call the
     Tensor overload, which takes a number badly through a Python kernel."""
-    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    def registered(key):
+        return {q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
+                if q.startswith("aten::")}
+
     own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS)}
-    for qualified in torch._C._dispatch_get_all_op_names():
-        if not qualified.startswith("aten::") or qualified in own:
-            continue
-        if has(qualified, "CPU"):
-            if not has(qualified, "CompositeImplicitAutograd"):
-                yield qualified
-        elif ("Scalar" in qualified.partition(".")[2]
-              and has(qualified, "CompositeExplicitAutograd")
-              and not any("Device" in str(a.type)
-                          for a in _op_of(qualified)._schema.arguments)):
-            yield qualified
+    cpu = registered("CPU")
+    scalar = {q for q in registered("CompositeExplicitAutograd") - cpu
+              if "Scalar" in q.partition(".")[2]
+              and not any("Device" in str(a.type) for a in _op_of(q)._schema.arguments)}
+    return sorted((cpu - registered("CompositeImplicitAutograd") | scalar) - own)
 
 
 # --- registration ---------------------------------------------------------

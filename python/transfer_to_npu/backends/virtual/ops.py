@@ -120,10 +120,16 @@ def _make_view(op, base_pos):
     return view
 
 
-def _as_strided(self, size, stride, storage_offset=None):
-    # The hottest view: no host round trip needed.
-    return _alias_as(self, size, stride,
-                     self.storage_offset() if storage_offset is None else storage_offset)
+# The cpu kernels of these views only make a tensor over the input's
+# storage (its own storage, keys and dtype) with new geometry: run on the
+# npu tensor itself, they make the npu view directly, without a host alias.
+_METADATA_VIEWS = ("as_strided", "view", "_reshape_alias", "unfold", "view_as_real",
+                   "view_as_complex")
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
+def _metadata_view(name):
+    return functools.partial(_op_of(name)._handle.redispatch_boxed, _CPU)
 
 
 # --- copies, resizing, set_ -----------------------------------------------
@@ -396,7 +402,8 @@ def _host_kernel_names():
         return {q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
                 if q.startswith("aten::")}
 
-    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS)}
+    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
+                                         *_METADATA_VIEWS)}
     cpu = registered("CPU")
     scalar = {q for q in registered("CompositeExplicitAutograd") - cpu
               if "Scalar" in q.partition(".")[2]
@@ -407,7 +414,6 @@ def _host_kernel_names():
 # --- registration ---------------------------------------------------------
 
 _IMPLS = {
-    "as_strided": _as_strided,
     "_copy_from": _copy_from,
     "_to_copy": _to_copy,
     "_copy_from_and_resize": _copy_from_and_resize,
@@ -531,6 +537,8 @@ def register():
     lib = torch.library.Library("aten", "IMPL")
     for name, fn in _IMPLS.items():
         lib.impl(name, fn, "PrivateUse1")
+    for name in _METADATA_VIEWS:
+        lib.impl(name, _metadata_view(name), "PrivateUse1")
     for name in _HOST_OVERRIDES:
         lib.impl(name, _host_override(name), "PrivateUse1")
     # CUDA-only kernels torch calls for any device but the cpu.

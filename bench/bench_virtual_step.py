@@ -1,6 +1,8 @@
 """The virtual NPU's cost: time per training step of the quick-start CNN
 (examples/train_cnn.py's model, batch 64, SGD, cross-entropy) on the virtual
-NPU against the same step on plain cpu tensors.
+NPU against the same step on plain cpu tensors; and, for a model of many
+small ops, of a two-layer transformer encoder (d_model 128, batch 16 x 32
+tokens, AdamW).
 
     python bench/bench_virtual_step.py [--steps N]
 
@@ -40,7 +42,10 @@ class CNN(nn.Module):
         return self.net(x)
 
 
-def make_step(device, images, labels):
+def cnn_step(device):
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(64, 1, 28, 28, generator=g)
+    labels = torch.randint(0, 10, (64,), generator=g)
     torch.manual_seed(0)
     model = CNN().to(device)
     loss_func = nn.CrossEntropyLoss().to(device)
@@ -57,47 +62,62 @@ def make_step(device, images, labels):
     return step
 
 
+def transformer_step(device):
+    tokens = torch.randn(16, 32, 128, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.1, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = model(tokens.to(device)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
 def timed(step):
     start = time.perf_counter()
     step()
     return (time.perf_counter() - start) * 1e3
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300,
-                        help="timed steps of each (default 300)")
-    args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error(f"--steps must be positive, got {args.steps}")
-
-    g = torch.Generator().manual_seed(0)
-    images = torch.rand(64, 1, 28, 28, generator=g)
-    labels = torch.randint(0, 10, (64,), generator=g)
-    cpu_step = make_step("cpu", images, labels)
-    npu_step = make_step("npu", images, labels)
+def compare(make, steps):
+    """Median ms per step on the cpu and on the npu, steps alternating."""
+    cpu_step, npu_step = make("cpu"), make("npu")
     for _ in range(10):
         cpu_step()
         npu_step()
     torch.npu.synchronize()
-
     cpu_ms, npu_ms = [], []
-    for i in range(args.steps):
+    for i in range(steps):
         if i % 2:
             npu_ms.append(timed(npu_step))
             cpu_ms.append(timed(cpu_step))
         else:
             cpu_ms.append(timed(cpu_step))
             npu_ms.append(timed(npu_step))
-    cpu, npu = statistics.median(cpu_ms), statistics.median(npu_ms)
+    return statistics.median(cpu_ms), statistics.median(npu_ms)
 
-    print(f"CNN training step (examples/train_cnn.py's model), batch 64, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{os.cpu_count()} cpus, median of {args.steps} steps")
-    print(f"{'device':<14}{'ms/step':>9}")
-    print(f"{'cpu':<14}{cpu:>9.2f}")
-    print(f"{'virtual npu':<14}{npu:>9.2f}")
-    print(f"ratio npu/cpu: {npu / cpu:.2f}")
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300,
+                        help="timed steps of each model on each device (default 300)")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be positive, got {args.steps}")
+
+    print(f"training step, median of {args.steps}; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus")
+    print(f"{'model':<34}{'cpu ms':>9}{'npu ms':>9}{'npu/cpu':>9}")
+    for name, make in (("CNN of train_cnn.py, batch 64", cnn_step),
+                       ("transformer, 2 layers, d 128", transformer_step)):
+        cpu, npu = compare(make, args.steps)
+        print(f"{name:<34}{cpu:>9.2f}{npu:>9.2f}{npu / cpu:>9.2f}")
     print(f"command: python bench/bench_virtual_step.py --steps {args.steps}")
     return 0
 

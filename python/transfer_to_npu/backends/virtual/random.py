@@ -14,6 +14,7 @@ argument (``native_dropout``) draw from the cpu's default generator, which
 lends them the npu generator's state for the call.
 """
 
+import threading
 import weakref
 
 import torch
@@ -156,6 +157,11 @@ def _with_generator(op, position, run):
     return handler
 
 
+# One loan of the cpu's generator at a time: the op runs without the
+# interpreter lock, and threads (DataParallel's replicas) may draw at once.
+_loan = threading.RLock()
+
+
 def _lending_state(op, run):
     """A handler for a random op without a generator argument: the cpu's
     default generator runs it with the npu generator's state, which then
@@ -164,13 +170,14 @@ def _lending_state(op, run):
     def handler(op, *args, **kwargs):
         generator = default_generators[_call_index(args, kwargs)]
         host = torch.default_generator
-        saved = host.get_state()
-        host.set_state(generator.get_state())
-        try:
-            return run(op, *args, **kwargs)
-        finally:
-            generator.set_state(host.get_state())
-            host.set_state(saved)
+        with _loan:
+            saved = host.get_state()
+            host.set_state(generator.get_state())
+            try:
+                return run(op, *args, **kwargs)
+            finally:
+                generator.set_state(host.get_state())
+                host.set_state(saved)
 
     return handler
 

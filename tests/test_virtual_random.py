@@ -152,3 +152,23 @@ def test_generators_per_device(tmp_path):
     proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_threads_drawing_on_two_npus_keep_their_streams():
+    """DataParallel's replicas run dropout on their npus at once."""
+    code = (
+        "import threading, torch, transfer_to_npu\n"
+        "def draws(i):\n"
+        "    x = torch.ones(50000, device=f'npu:{i}')\n"
+        "    return [torch.nn.functional.dropout(x, 0.5).cpu() for _ in range(20)]\n"
+        "torch.manual_seed(0); ref0 = draws(0)\n"
+        "torch.manual_seed(0); ref1 = draws(1)\n"
+        "torch.manual_seed(0)\n"
+        "out = {}\n"
+        "ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, draws(i))) for i in (0, 1)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "same = all(torch.equal(a, b) for a, b in zip(out[0] + out[1], ref0 + ref1))\n"
+        "print('same' if same else 'mixed')\n")
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same"

@@ -376,6 +376,36 @@ Wrapper_mro_entries(WrapperObject *self, PyObject *bases)
     return PyTuple_Pack(1, self->target);
 }
 
+/* A wrapper is as immutable as the function it stands for: copies are
+ * itself, and it pickles by reference, as the name it is installed under
+ * (pkgutil.resolve_name finds what that name is wherever it is loaded). */
+static PyObject *
+Wrapper_copy(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(self);
+}
+
+static PyObject *
+Wrapper_reduce(WrapperObject *self, PyObject *unused)
+{
+    PyObject *pkgutil = NULL, *resolve = NULL, *result = NULL;
+
+    (void)unused;
+    pkgutil = PyImport_ImportModule("pkgutil");
+    if (pkgutil == NULL)
+        goto exit;
+    resolve = PyObject_GetAttrString(pkgutil, "resolve_name");
+    if (resolve == NULL)
+        goto exit;
+    result = Py_BuildValue("(O(s))", resolve, self->entry->source);
+
+exit:
+    Py_XDECREF(pkgutil);
+    Py_XDECREF(resolve);
+    return result;
+}
+
 static PyObject *
 Wrapper_get_source(WrapperObject *self, void *closure)
 {
@@ -387,6 +417,9 @@ static PyMethodDef Wrapper_methods[] = {
     {"__instancecheck__", (PyCFunction)Wrapper_instancecheck, METH_O, NULL},
     {"__subclasscheck__", (PyCFunction)Wrapper_subclasscheck, METH_O, NULL},
     {"__mro_entries__", (PyCFunction)Wrapper_mro_entries, METH_O, NULL},
+    {"__copy__", Wrapper_copy, METH_NOARGS, NULL},
+    {"__deepcopy__", Wrapper_copy, METH_O, NULL},
+    {"__reduce__", (PyCFunction)Wrapper_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

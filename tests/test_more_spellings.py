@@ -46,6 +46,18 @@ def test_legacy_type_names():
     assert x.type(torch.float64).dtype == torch.float64
 
 
+def test_generator_device():
+    before = calls("torch.Generator")
+    for spec in ("cuda", "cuda:0", torch.device("cuda")):
+        g = torch.Generator(spec) if not isinstance(spec, str) else torch.Generator(device=spec)
+        assert g.device == npu(0)
+        g.manual_seed(5)
+        assert torch.rand(2, generator=g, device="cuda").device == npu(0)
+    assert isinstance(torch.Generator("cuda"), torch.Generator)
+    assert torch.Generator().device.type == "cpu"
+    assert calls("torch.Generator") >= before + 3
+
+
 def test_storages():
     s = torch.UntypedStorage(16, device="cuda")
     assert s.device == npu(0) and s.nbytes() == 16

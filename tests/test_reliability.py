@@ -267,3 +267,14 @@ def test_broken_torch_npu_falls_back_to_the_virtual_npu(tmp_path):
     proc = run_python(["-c", "import transfer_to_npu"],
                       env={"PYTHONPATH": str(tmp_path), "TRANSFER_TO_NPU_BACKEND": "torch_npu"})
     assert proc.returncode != 0 and "libascendcl.so" in proc.stderr
+
+
+def test_wrappers_copy_and_pickle_like_the_functions_they_stand_for():
+    import copy
+    import pickle
+
+    assert copy.copy(torch.ones) is torch.ones
+    assert copy.deepcopy(torch.ones) is torch.ones
+    assert copy.deepcopy({"f": torch.zeros, "g": torch.cuda.synchronize})["f"] is torch.zeros
+    assert pickle.loads(pickle.dumps(torch.zeros)) is torch.zeros
+    assert pickle.loads(pickle.dumps(torch.cuda.synchronize)) is torch.cuda.synchronize

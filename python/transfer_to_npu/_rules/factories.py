@@ -44,4 +44,17 @@ def rows(torch):
                            torch, name))
     out += _module_rows(torch.fft, "torch.fft", "fft_", torch)
     out += _module_rows(torch.signal.windows, "torch.signal.windows", "", torch)
+    out += _generator_rows(torch)
     return out
+
+
+def _generator_rows(torch):
+    """torch.Generator(device='cuda'): torch.Generator is a C type whose
+    class is made by a Python metaclass, so its construction is the
+    metaclass's __call__(cls, device): wrapped there, the class itself stays
+    torch's (isinstance, subclasses)."""
+    meta = type(torch.Generator)
+    if meta is type:
+        return []
+    return [row("torch.Generator", "torch.Generator", "device_arg", _C.MODE_DEVICE_ARG, meta,
+                "__call__", pos=1, binds=True)]

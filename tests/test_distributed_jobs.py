@@ -319,3 +319,49 @@ def test_every_collective_on_two_ranks_sharing_one_npu(tmp_path):
     assert sorted(int(r) for r, _, _ in lines) == [0, 1], done.stdout
     for _, count, names in lines:
         assert set(names.split("|")) == EXPECTED and int(count) == len(EXPECTED)
+
+
+# --- FSDP's wrapper class ------------------------------------------------------
+
+FSDP1 = textwrap.dedent("""
+    import transfer_to_npu  # run this CUDA script on the NPU
+    import os
+    import torch, torch.nn as nn, torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = FSDP(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)),
+                 device_id=local_rank)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
+    share = 16 // world
+    for step in range(4):
+        xs = x[rank * share:(rank + 1) * share].cuda()
+        ys = y[rank * share:(rank + 1) * share].cuda()
+        loss = nn.functional.mse_loss(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        if rank == 0:
+            print(f"epoch {step} loss {total.item() / world:.6f}")
+    assert next(model.parameters()).device.type == "npu"
+    dist.destroy_process_group()
+""")
+
+
+def test_fsdp_wrapper_class_two_ranks_equal_one_process(tmp_path):
+    script = tmp_path / "fsdp1.py"
+    script.write_text(FSDP1)
+    two = _losses(_ok(_torchrun([script], tmp_path)).stdout)
+    one = _losses(_ok(_torchrun([script], tmp_path, nproc=1)).stdout)
+    assert len(two) == len(one) == 4
+    assert one[-1] < one[0]
+    for a, b in zip(two, one):
+        assert abs(a - b) <= 1e-5

@@ -127,3 +127,20 @@ def test_memory_is_accounted():
 def test_device_mismatch_is_an_error():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="npu") + torch.ones(3)
+
+
+def test_npu_streams_are_torch_streams():
+    s = torch.npu.Stream()
+    assert isinstance(s, torch.Stream) and s.device == npu(0)
+    t = torch.ones(2, device="npu")
+    t.record_stream(s)  # torch's own check takes it
+    assert s != torch.npu.Stream()
+
+
+def test_cpu_parameter_data_set_to_an_npu_tensor():
+    # What FSDP, DDP and `p.data = p.to(device)` do.
+    p = nn.Parameter(torch.ones(3))
+    p.data = p.to("npu")
+    assert p.device == npu(0) and isinstance(p, nn.Parameter)
+    p.data = p.cpu()
+    assert p.device.type == "cpu"

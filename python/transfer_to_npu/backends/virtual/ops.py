@@ -361,6 +361,14 @@ def _convolution_backward(grad_output, input, weight, stride, padding, dilation,
                        output_mask)
 
 
+def _has_compatible_shallow_copy_type(self, other):
+    """Whether ``self.data = other`` may keep self's object: for dense
+    strided tensors on the cpu and the npu it may, as between the cpu and
+    CUDA (FSDP, DDP and `param.data = param.to(device)` rely on it)."""
+    return (self.layout == other.layout == torch.strided
+            and self.device.type in ("cpu", "npu") and other.device.type in ("cpu", "npu"))
+
+
 def _record_stream(self, stream):
     pass
 
@@ -425,6 +433,7 @@ _IMPLS = {
     "convolution_overrideable": _convolution,
     "convolution_backward_overrideable": _convolution_backward,
     "record_stream": _record_stream,
+    "_has_compatible_shallow_copy_type": _has_compatible_shallow_copy_type,
     "is_set_to": _is_set_to,
 }
 

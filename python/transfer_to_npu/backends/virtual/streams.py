@@ -8,22 +8,24 @@ taken when the event is recorded.
 import threading
 import time
 
+import torch
+
 from . import devices
 
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
            "StreamContext"]
 
 
-class Stream:
-    """A queue of work on a virtual NPU (``torch.npu.Stream``)."""
+class Stream(torch.Stream):
+    """A queue of work on a virtual NPU (``torch.npu.Stream``).  A
+    ``torch.Stream``, so that ``Tensor.record_stream`` and torch's own
+    stream code (FSDP's, DDP's) take it."""
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return super().__new__(cls, device=devices.as_device(device), priority=priority)
 
     def __init__(self, device=None, priority=0, **kwargs):
-        self.device = devices.as_device(device)
         self.priority = priority
-
-    @property
-    def device_index(self):
-        return self.device.index
 
     def query(self):
         return True

@@ -44,8 +44,13 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    # Two streams made apart are apart, as on a real device (torch.Stream
+    # alone would compare them by the one stream the host really has).
     def __eq__(self, other):
         return isinstance(other, Stream) and other is self
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
 
     def __hash__(self):
         return id(self)

@@ -25,7 +25,18 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=devices.as_device(device), priority=priority)
 
     def __init__(self, device=None, priority=0, **kwargs):
+        # Kept here: the C++ stream under it is the host's one stream,
+        # whose device index a Python-defined device cannot set.
+        self._device = devices.as_device(device)
         self.priority = priority
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def device_index(self):
+        return self._device.index
 
     def query(self):
         return True

@@ -1,7 +1,10 @@
 """The profiler: ProfilerActivity.CUDA and profile(use_cuda=True) record
-the npu."""
+the npu.  On Ascend's torch_npu, which has a profiler of its own,
+torch.profiler's profile, schedule and tensorboard_trace_handler are
+torch_npu.profiler's, with torch's activities translated (CUDA -> NPU)."""
 
 import functools
+import sys
 
 from .. import _C
 from ._row import row
@@ -19,12 +22,52 @@ def _use_npu(init):
     return __init__
 
 
+def _npu_profile(torch, npu_profiler):
+    """torch_npu.profiler.profile taking torch.profiler's activities."""
+    cpu, npu = npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU
+    torch_cpu = torch.profiler.ProfilerActivity.CPU
+
+    class profile(npu_profiler.profile):
+        def __init__(self, *args, activities=None, **kwargs):
+            if activities is not None:
+                translated = []
+                for a in activities:
+                    if isinstance(a, type(cpu)):
+                        t = a
+                    else:
+                        t = cpu if a == torch_cpu else npu  # CUDA, PrivateUse1
+                    if t not in translated:
+                        translated.append(t)
+                activities = translated
+            super().__init__(*args, activities=activities, **kwargs)
+
+    profile.__qualname__ = profile.__name__ = "profile"
+    return profile
+
+
+def _torch_npu_rows(torch):
+    from .. import backends
+
+    npu_profiler = getattr(sys.modules.get("torch_npu"), "profiler", None)
+    if backends.installed != "torch_npu" or npu_profiler is None or not all(
+            hasattr(npu_profiler, n) for n in ("profile", "ProfilerActivity")):
+        return []
+    out = [row("torch.profiler.profile", "torch_npu.profiler.profile", "class", _C.MODE_REDIRECT,
+               torch.profiler, "profile", _npu_profile(torch, npu_profiler), kws=())]
+    for name in ("schedule", "tensorboard_trace_handler"):
+        if hasattr(npu_profiler, name):
+            out.append(row(f"torch.profiler.{name}", f"torch_npu.profiler.{name}", "function",
+                           _C.MODE_REDIRECT, torch.profiler, name, getattr(npu_profiler, name),
+                           kws=()))
+    return out
+
+
 def rows(torch):
     import torch.autograd.profiler as autograd_profiler
     from torch.profiler import ProfilerActivity
 
     profile = autograd_profiler.profile
-    return [
+    return _torch_npu_rows(torch) + [
         row("torch.profiler.ProfilerActivity.CUDA", "torch.profiler.ProfilerActivity.PrivateUse1",
             "constant", _C.MODE_REPLACE, ProfilerActivity, "CUDA",
             ProfilerActivity.PrivateUse1),

@@ -31,8 +31,10 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
-def install():
-    """Make the ``npu`` device and ``torch.npu`` exist (once per process)."""
+def install(backend_module=None):
+    """Make the ``npu`` device and ``torch.npu`` exist (once per process).
+    ``torch.npu`` is ``backend_module`` when given (a package presenting the
+    virtual NPU under its own device module), else this package's npu."""
     global _installed
     if _installed:
         return
@@ -46,7 +48,8 @@ def install():
     from . import amp, devices, npu, ops, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
-        "npu", backend_module=npu, hook=_Hooks(), device_guard=_DeviceGuard())
+        "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
+        device_guard=_DeviceGuard())
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
                     ops.classify, ops.retry)
     ops.register()

@@ -45,7 +45,7 @@ def install(backend_module=None):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import amp, devices, npu, ops, pinned, random, storage
+    from . import amp, devices, methods, npu, ops, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
@@ -53,6 +53,7 @@ def install(backend_module=None):
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
                     ops.classify, ops.retry)
     ops.register()
+    methods.install()
     random.install()
     amp.install()
     pinned.install()

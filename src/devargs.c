@@ -184,6 +184,52 @@ map_device_object(ttn_state *st, PyObject *value, PyObject **out)
     return 1;
 }
 
+int
+ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    int i;
+
+    if (t == &PyUnicode_Type) {
+        /* Only what starts "cuda" can be one; an ASCII string shows that
+         * without conversion. */
+        if (PyUnicode_GET_LENGTH(v) < 4)
+            return TTN_QUICK_KEEP;
+        if (PyUnicode_IS_COMPACT_ASCII(v) && memcmp(PyUnicode_DATA(v), "cuda", 4) != 0)
+            return TTN_QUICK_KEEP;
+        for (i = 0; i < TTN_STR_CACHE; i++) {
+            if (st->str_cache_key[i] == v) {
+                *replacement = st->str_cache_value[i];
+                return TTN_QUICK_REWRITE;
+            }
+        }
+        return TTN_QUICK_SLOW;
+    }
+    if (t == st->device_type) {
+        Py_hash_t h;
+        int type, index;
+
+        if (st->device_hash_ok <= 1)
+            return TTN_QUICK_SLOW;
+        h = PyObject_Hash(v);
+        if (h == -1) {
+            PyErr_Clear(); /* the general path meets the same error and reports it */
+            return TTN_QUICK_SLOW;
+        }
+        type = (int)((h >> 16) & 0xff);
+        index = (int)(int8_t)(h & 0xff);
+        if (type != TTN_C10_CUDA)
+            return TTN_QUICK_KEEP;
+        if (index < -1 || st->npu_devices[index + 1] == NULL)
+            return TTN_QUICK_SLOW;
+        *replacement = st->npu_devices[index + 1];
+        return TTN_QUICK_REWRITE;
+    }
+    if (t == &PyDict_Type || PyUnicode_Check(v))
+        return TTN_QUICK_SLOW;
+    return TTN_QUICK_KEEP;
+}
+
 /* A map_location dict ({'cuda:0': 'cuda:1'}): every key and value that is
  * a CUDA device is mapped.  A rewritten key is added beside the original,
  * so that storages tagged 'cuda:0' (a CUDA checkpoint) and 'npu:0' (an npu

@@ -18,9 +18,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define TTN_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TTN_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TTN_NOINLINE __attribute__((noinline))
 #else
 #define TTN_LIKELY(x) (x)
 #define TTN_UNLIKELY(x) (x)
+#define TTN_NOINLINE
 #endif
 
 /* How a table row is installed (the "mode" field of a row). */
@@ -135,6 +137,12 @@ int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *arg
                    ttn_entry *entry);
 int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
 int ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index);
+
+/* The wrappers' quick look at one argument, never raising: KEEP (not a
+ * CUDA device spec), REWRITE (*replacement, borrowed from the caches, is
+ * its npu spelling) or SLOW (anything else: the general path decides). */
+enum { TTN_QUICK_KEEP = 0, TTN_QUICK_REWRITE = 1, TTN_QUICK_SLOW = 2 };
+int ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement);
 PyObject *ttn_npu_string(ttn_state *st, int index);
 PyObject *ttn_npu_device(ttn_state *st, int index);
 int ttn_kwname_is(PyObject *name, PyObject *interned);

@@ -27,6 +27,7 @@ typedef struct {
     int mode;
     int pos; /* index in the vectorcall arguments of a positional device
               * (or backend) argument; -1 for none */
+    int fast; /* a mode the hot path in Wrapper_vectorcall serves */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
     PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
@@ -122,34 +123,27 @@ call_target(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kw
     return PyObject_Vectorcall(target, args, nargsf, kwnames);
 }
 
-/* Whether v could be a device specification to rewrite: the cheap test
- * that lets every other call pass straight through. */
+/* Whether a keyword names one of this callable's device arguments.  Names
+ * from compiled code and ours are both interned, so identity decides; only
+ * a name built at run time is compared by value. */
 static inline int
-candidate(ttn_state *st, PyObject *v)
+is_device_kw(WrapperObject *self, PyObject *name)
 {
-    PyTypeObject *t = Py_TYPE(v);
+    Py_ssize_t k, n = PyTuple_GET_SIZE(self->device_kws);
 
-    return t == &PyUnicode_Type || t == st->device_type || t == &PyDict_Type ||
-           PyUnicode_Check(v);
-}
-
-static int
-kw_candidate(WrapperObject *self, PyObject *const *values, PyObject *kwnames, Py_ssize_t nkw)
-{
-    Py_ssize_t i, k, nkws = PyTuple_GET_SIZE(self->device_kws);
-
-    for (i = 0; i < nkw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-
-        for (k = 0; k < nkws; k++)
-            if (ttn_kwname_is(name, PyTuple_GET_ITEM(self->device_kws, k)))
-                return candidate(self->state, values[i]);
-    }
+    for (k = 0; k < n; k++)
+        if (name == PyTuple_GET_ITEM(self->device_kws, k))
+            return 1;
+    if (TTN_LIKELY(PyUnicode_CHECK_INTERNED(name)))
+        return 0;
+    for (k = 0; k < n; k++)
+        if (PyUnicode_Compare(name, PyTuple_GET_ITEM(self->device_kws, k)) == 0)
+            return 1;
     return 0;
 }
 
 /* Every mode, every argument shape: the general path. */
-static PyObject *
+static TTN_NOINLINE PyObject *
 wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
                      PyObject *kwnames)
 {
@@ -223,25 +217,101 @@ exit:
     return result;
 }
 
+/* The cheap test that lets every other call pass straight through: could v
+ * be a device specification at all? */
+static inline int
+maybe_device(ttn_state *st, PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+
+    return t == &PyUnicode_Type || t == st->device_type || t == &PyDict_Type ||
+           PyType_HasFeature(t, Py_TPFLAGS_UNICODE_SUBCLASS);
+}
+
+static inline int
+maybe_device_kw(WrapperObject *self, PyObject *const *values, PyObject *kwnames)
+{
+    Py_ssize_t i, nkw = PyTuple_GET_SIZE(kwnames);
+
+    for (i = 0; i < nkw; i++)
+        if (is_device_kw(self, PyTuple_GET_ITEM(kwnames, i)) &&
+            maybe_device(self->state, values[i]))
+            return 1;
+    return 0;
+}
+
+/* One device argument whose npu spelling is at hand (a CUDA string seen
+ * before, a CUDA torch.device) is rewritten on the stack; anything else
+ * takes the general path.  Kept out of line so that the pass-through path
+ * stays small. */
+static TTN_NOINLINE PyObject *
+wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ttn_state *st = self->state;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, total, i, slot = -1;
+    PyObject *replacement = NULL, *name = NULL, *stack[TTN_SMALL_ARGS + 1];
+    int verdict = TTN_QUICK_KEEP;
+
+    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    total = nargs + nkw;
+    if (total > TTN_SMALL_ARGS)
+        return wrapper_call_general(self, args, nargsf, kwnames);
+    if (self->pos >= 0 && self->pos < nargs) {
+        verdict = ttn_quick_device(st, args[self->pos], &replacement);
+        if (verdict != TTN_QUICK_KEEP) {
+            slot = self->pos;
+            name = st->str_device;
+        }
+    }
+    for (i = 0; i < nkw && verdict != TTN_QUICK_SLOW; i++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *r = NULL;
+        int v;
+
+        if (!is_device_kw(self, kw))
+            continue;
+        v = ttn_quick_device(st, args[nargs + i], &r);
+        if (v == TTN_QUICK_KEEP)
+            continue;
+        if (slot >= 0)
+            v = TTN_QUICK_SLOW; /* two rewrites: the general path's work */
+        slot = nargs + i;
+        name = kw;
+        replacement = r;
+        verdict = v;
+    }
+    if (verdict == TTN_QUICK_SLOW)
+        return wrapper_call_general(self, args, nargsf, kwnames);
+    if (slot < 0) {
+        if (self->mode == TTN_MODE_REDIRECT)
+            ttn_hit(st, self->entry);
+        return call_target(self->target, args, nargsf, kwnames);
+    }
+    memcpy(stack + 1, args, sizeof(PyObject *) * (size_t)total);
+    stack[1 + slot] = replacement; /* borrowed: the caches hold it */
+    ttn_hit_detail(st, self->entry, name, args[slot], replacement);
+    return call_target(self->target, stack + 1, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                       kwnames);
+}
+
 static PyObject *
 Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     WrapperObject *self = (WrapperObject *)op;
     ttn_state *st = self->state;
-    Py_ssize_t nargs, nkw;
+    Py_ssize_t nargs;
 
-    /* The hot path: nothing that could be a device where this callable takes
-     * one, so the call goes straight on. */
-    if (TTN_LIKELY(st->enabled) &&
-        (self->mode == TTN_MODE_DEVICE_ARG || self->mode == TTN_MODE_REDIRECT)) {
+    if (TTN_LIKELY(self->fast & st->enabled)) {
+        /* The hot path: nothing that could be a device where this callable
+         * takes one, so the call goes straight on. */
         nargs = PyVectorcall_NARGS(nargsf);
-        nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-        if ((self->pos < 0 || self->pos >= nargs || !candidate(st, args[self->pos])) &&
-            (nkw == 0 || !kw_candidate(self, args + nargs, kwnames, nkw))) {
+        if ((self->pos < 0 || self->pos >= nargs || !maybe_device(st, args[self->pos])) &&
+            (kwnames == NULL || !maybe_device_kw(self, args + nargs, kwnames))) {
             if (self->mode == TTN_MODE_REDIRECT)
                 ttn_hit(st, self->entry);
             return call_target(self->target, args, nargsf, kwnames);
         }
+        return wrapper_call_quick(self, args, nargsf, kwnames);
     }
     return wrapper_call_general(self, args, nargsf, kwnames);
 }
@@ -264,6 +334,7 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->entry = entry;
     self->mode = mode;
     self->pos = pos;
+    self->fast = mode == TTN_MODE_DEVICE_ARG || mode == TTN_MODE_REDIRECT;
     self->device_kws = Py_NewRef(device_kws);
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;

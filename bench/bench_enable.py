@@ -65,7 +65,8 @@ def main():
                                                                               "ttn-bench.log")}),
     ]
     base = None
-    print(f"{'x.to(\"cuda\"), per call':<28} {'ns':>8} {'vs off':>9}")
+    header = "x.to('cuda'), per call"
+    print(f"{header:<28} {'ns':>8} {'vs off':>9}")
     for label, env in modes:
         ns = statistics.median(run(PER_CALL, env)["ns"] for _ in range(3))
         base = ns if base is None else base

@@ -9,21 +9,24 @@
 #include "state.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
 
 /* The innermost frame outside the prefixes in st->internal_prefixes: its
- * file name (new reference) and line, or NULL filename when there is none. */
+ * file name (new reference) and line, or NULL filename when there is none;
+ * *top tells whether it is the innermost frame of all. */
 static int
-user_frame(ttn_state *st, PyObject **filename, int *lineno)
+user_frame(ttn_state *st, PyObject **filename, int *lineno, int *top)
 {
     PyFrameObject *frame = PyEval_GetFrame();
     int rc = -1;
 
     *filename = NULL;
     *lineno = 0;
+    *top = 1;
     Py_XINCREF(frame);
     while (frame != NULL) {
         PyCodeObject *code = PyFrame_GetCode(frame);
@@ -51,6 +54,7 @@ user_frame(ttn_state *st, PyObject **filename, int *lineno)
         back = PyFrame_GetBack(frame);
         Py_DECREF(frame);
         frame = back;
+        *top = 0;
     }
     rc = 0;
 
@@ -115,27 +119,97 @@ ttn_log_write(ttn_state *st, PyObject *line)
 /* ------------------------------------------------------------------------- */
 
 static PyObject *
-format_line(ttn_entry *e, PyObject *where, PyObject *argname, PyObject *from, PyObject *to)
+format_line(ttn_entry *e, const char *where, PyObject *argname, PyObject *from, PyObject *to)
 {
     if (argname != NULL)
-        return PyUnicode_FromFormat("transfer_to_npu: %U: %s(%U=%R) -> %s(%U=%R)\n", where,
+        return PyUnicode_FromFormat("transfer_to_npu: %s: %s(%U=%R) -> %s(%U=%R)\n", where,
                                     e->source, argname, from, e->target, argname, to);
-    return PyUnicode_FromFormat("transfer_to_npu: %U: %s -> %s\n", where, e->source, e->target);
+    return PyUnicode_FromFormat("transfer_to_npu: %s: %s -> %s\n", where, e->source, e->target);
+}
+
+static int
+log_hit(ttn_state *st, ttn_entry *e, const char *where, int created, PyObject *argname,
+        PyObject *from, PyObject *to)
+{
+    PyObject *line;
+    int rc;
+
+    if (!(st->log_level >= 2 || (st->log_level == 1 && created)))
+        return 0;
+    line = format_line(e, where, argname, from, to);
+    if (line == NULL)
+        return -1;
+    rc = ttn_log_write(st, line);
+    Py_DECREF(line);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Call sites remembered by the calling frame's code and instruction: a
+ * mapped call repeated in a loop finds its site without walking frames or
+ * formatting "file:line".  Only sites in the innermost frame are kept, where
+ * code and instruction decide the site. */
+
+static size_t
+site_slot(PyObject *code, int lasti, ttn_entry *e)
+{
+    uintptr_t h = ((uintptr_t)code >> 4) ^ ((uintptr_t)e >> 4) * 31u ^ (uintptr_t)lasti * 131u;
+
+    return (size_t)(h % TTN_SITE_CACHE);
+}
+
+static int
+frame_position(PyFrameObject *frame, int *position)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    *position = PyFrame_GetLasti(frame);
+#else
+    *position = PyFrame_GetLineNumber(frame);
+#endif
+    return 0;
+}
+
+void
+ttn_site_cache_clear(ttn_state *st)
+{
+    int i;
+
+    for (i = 0; i < TTN_SITE_CACHE; i++) {
+        Py_CLEAR(st->site_cache[i].code);
+        st->site_cache[i].entry = NULL;
+        st->site_cache[i].site = NULL;
+    }
 }
 
 /* Record one hit of e at the user's call site; log it if the level says so.
- * Returns the site's Python name through *where_out (new reference) when
- * asked, and whether the site is new through *created.  -1 on error. */
+ * Returns the site's file name and line through *filename_out (new
+ * reference) when asked, and whether the site is new through *created.
+ * -1 on error. */
 static int
 record(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject *to,
        PyObject **filename_out, int *lineno_out, int *created)
 {
-    PyObject *filename = NULL, *where = NULL, *line = NULL;
+    PyObject *filename = NULL, *where = NULL, *code = NULL;
+    PyFrameObject *innermost = PyEval_GetFrame();
+    ttn_site *site;
     const char *key;
-    int lineno = 0, rc = -1;
+    int lineno = 0, top = 0, position = 0, rc = -1;
+    size_t slot = 0;
 
     *created = 0;
-    if (user_frame(st, &filename, &lineno) < 0)
+    if (innermost != NULL && filename_out == NULL) {
+        code = (PyObject *)PyFrame_GetCode(innermost);
+        frame_position(innermost, &position);
+        slot = site_slot(code, position, e);
+        if (st->site_cache[slot].code == code && st->site_cache[slot].position == position &&
+            st->site_cache[slot].entry == e) {
+            site = st->site_cache[slot].site;
+            site->count++;
+            rc = log_hit(st, e, site->where, 0, argname, from, to);
+            goto exit;
+        }
+    }
+    if (user_frame(st, &filename, &lineno, &top) < 0)
         goto exit;
     where = filename != NULL ? PyUnicode_FromFormat("%U:%d", filename, lineno)
                              : PyUnicode_FromString("<unknown>:0");
@@ -144,15 +218,19 @@ record(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject 
     key = PyUnicode_AsUTF8(where);
     if (key == NULL)
         goto exit;
-    if (ttn_entry_hit_site(e, key, created) == NULL) {
+    site = ttn_entry_hit_site(e, key, created);
+    if (site == NULL) {
         PyErr_NoMemory();
         goto exit;
     }
-    if (st->log_level >= 2 || (st->log_level == 1 && *created)) {
-        line = format_line(e, where, argname, from, to);
-        if (line == NULL || ttn_log_write(st, line) < 0)
-            goto exit;
+    if (code != NULL && top && filename != NULL) {
+        Py_XSETREF(st->site_cache[slot].code, Py_NewRef(code));
+        st->site_cache[slot].position = position;
+        st->site_cache[slot].entry = e;
+        st->site_cache[slot].site = site;
     }
+    if (log_hit(st, e, key, *created, argname, from, to) < 0)
+        goto exit;
     if (filename_out != NULL) {
         *filename_out = filename;
         *lineno_out = lineno;
@@ -161,9 +239,9 @@ record(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject 
     rc = 0;
 
 exit:
+    Py_XDECREF(code);
     Py_XDECREF(filename);
     Py_XDECREF(where);
-    Py_XDECREF(line);
     return rc;
 }
 

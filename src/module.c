@@ -448,6 +448,8 @@ static PyObject *
 module_reset_counts(PyObject *module, PyObject *unused)
 {
     (void)unused;
+    /* The cache points at sites the reset frees. */
+    ttn_site_cache_clear(ttn_get_state(module));
     ttn_table_reset_counts(&ttn_get_state(module)->table);
     Py_RETURN_NONE;
 }
@@ -570,6 +572,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->deferred);
     Py_VISIT(st->invalid_device_error);
     Py_VISIT(st->internal_prefixes);
+    for (i = 0; i < TTN_SITE_CACHE; i++)
+        Py_VISIT(st->site_cache[i].code);
     Py_VISIT(st->log_path);
     Py_VISIT(st->patches);
     {
@@ -617,6 +621,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_cuda);
     Py_CLEAR(st->str_npu);
     ttn_log_close(st);
+    ttn_site_cache_clear(st);
     Py_CLEAR(st->internal_prefixes);
     ttn_ptrmap_clear(&st->replacements, release_object);
     Py_CLEAR(st->patches);

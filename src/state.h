@@ -44,6 +44,9 @@ enum ttn_mode {
 /* CUDA device strings remembered by identity, with their npu spelling. */
 #define TTN_STR_CACHE 8
 
+/* Call sites remembered by code object and instruction (log.c). */
+#define TTN_SITE_CACHE 64
+
 /* c10::DeviceType codes (part of torch's ABI); OTHER is any other type. */
 enum { TTN_C10_CPU = 0, TTN_C10_CUDA = 1, TTN_C10_PRIVATEUSE1 = 20, TTN_C10_OTHER = -2 };
 
@@ -68,6 +71,12 @@ typedef struct ttn_state {
     int log_fd;                  /* open log file, or -1 */
     PyObject *log_path;          /* log file (opened at the first line); NULL: stderr */
     PyObject *internal_prefixes; /* frames in these files are not the user's */
+    struct {
+        PyObject *code; /* strong: its address is not reused while here */
+        int position;
+        ttn_entry *entry;
+        ttn_site *site;
+    } site_cache[TTN_SITE_CACHE];
 
     /* the table and the installed patches */
     ttn_table table;
@@ -110,6 +119,7 @@ void ttn_track(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, P
 int ttn_unsupported_hit(ttn_state *st, ttn_entry *e);
 int ttn_log_write(ttn_state *st, PyObject *line);
 void ttn_log_close(ttn_state *st);
+void ttn_site_cache_clear(ttn_state *st);
 extern PyMethodDef ttn_log_methods[];
 
 /* A mapping was applied: count it, and record its call site when the log

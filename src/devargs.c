@@ -129,35 +129,78 @@ exit:
     return rc;
 }
 
-int
-ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index)
+/* A torch.device object is PyObject_HEAD followed by c10::Device, two
+ * int8s: type and index.  Reading them costs a few instructions, where
+ * hashing goes through torch's error-handling wrapper (over a hundred).
+ * Like the hash, the layout is trusted only once it has agreed with the
+ * attributes; the check of size keeps the read inside the object. */
+static int
+layout_agrees(PyObject *dev, int type, int index)
 {
-    Py_hash_t h;
+    const int8_t *p = (const int8_t *)((const char *)dev + sizeof(PyObject));
 
-    /* torch hashes a device as (type << 16) | (uint8_t)index.  Once that
-     * has held for devices read the slow way, the hash is what is read: a
-     * few instructions instead of building the type's name as a string. */
-    if (TTN_LIKELY(st->device_hash_ok > 1)) {
-        h = PyObject_Hash(dev);
+    if (Py_TYPE(dev)->tp_basicsize < (Py_ssize_t)(sizeof(PyObject) + 2))
+        return 0;
+    return (int)(uint8_t)p[0] == type && (int)p[1] == index;
+}
+
+/* The type and index read quickly, when a quick way has been verified;
+ * 0 when it has not (or hashing failed: the error is set then, -1). */
+static inline int
+quick_decode(ttn_state *st, PyObject *dev, int *type, int *index)
+{
+    if (TTN_LIKELY(st->device_layout_ok > 1)) {
+        const int8_t *p = (const int8_t *)((const char *)dev + sizeof(PyObject));
+
+        *type = (int)(uint8_t)p[0];
+        *index = (int)p[1];
+        return 1;
+    }
+    if (st->device_hash_ok > 1) {
+        /* torch hashes a device as (type << 16) | (uint8_t)index. */
+        Py_hash_t h = PyObject_Hash(dev);
+
         if (h == -1)
             return -1;
         *type = (int)((h >> 16) & 0xff);
         *index = (int)(int8_t)(h & 0xff);
-        if (*type != TTN_C10_CUDA && *type != TTN_C10_PRIVATEUSE1 && *type != TTN_C10_CPU)
-            *type = TTN_C10_OTHER;
+        return 1;
+    }
+    return 0;
+}
+
+int
+ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index)
+{
+    Py_hash_t h;
+    int quick = quick_decode(st, dev, type, index);
+
+    if (quick < 0)
+        return -1;
+    if (quick == 0) {
+        if (decode_by_attributes(st, dev, type, index) < 0)
+            return -1;
+        if (*type == TTN_C10_OTHER)
+            return 0;
+        if (st->device_hash_ok >= 0) {
+            h = PyObject_Hash(dev);
+            if (h == -1)
+                return -1;
+            if (h == (((Py_hash_t)*type << 16) | (Py_hash_t)(uint8_t)*index))
+                st->device_hash_ok++;
+            else
+                st->device_hash_ok = -1; /* not the formula above: stay with attributes */
+        }
+        if (st->device_layout_ok >= 0) {
+            if (layout_agrees(dev, *type, *index))
+                st->device_layout_ok++;
+            else
+                st->device_layout_ok = -1;
+        }
         return 0;
     }
-    if (decode_by_attributes(st, dev, type, index) < 0)
-        return -1;
-    if (st->device_hash_ok >= 0 && *type != TTN_C10_OTHER) {
-        h = PyObject_Hash(dev);
-        if (h == -1)
-            return -1;
-        if (h == (((Py_hash_t)*type << 16) | (Py_hash_t)(uint8_t)*index))
-            st->device_hash_ok++;
-        else
-            st->device_hash_ok = -1; /* not the layout above: stay with attributes */
-    }
+    if (*type != TTN_C10_CUDA && *type != TTN_C10_PRIVATEUSE1 && *type != TTN_C10_CPU)
+        *type = TTN_C10_OTHER;
     return 0;
 }
 
@@ -206,18 +249,12 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement)
         return TTN_QUICK_SLOW;
     }
     if (t == st->device_type) {
-        Py_hash_t h;
-        int type, index;
+        int type, index, quick = quick_decode(st, v, &type, &index);
 
-        if (st->device_hash_ok <= 1)
-            return TTN_QUICK_SLOW;
-        h = PyObject_Hash(v);
-        if (h == -1) {
+        if (quick <= 0) {
             PyErr_Clear(); /* the general path meets the same error and reports it */
             return TTN_QUICK_SLOW;
         }
-        type = (int)((h >> 16) & 0xff);
-        index = (int)(int8_t)(h & 0xff);
         if (type != TTN_C10_CUDA)
             return TTN_QUICK_KEEP;
         if (index < -1 || st->npu_devices[index + 1] == NULL)

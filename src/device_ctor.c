@@ -68,7 +68,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *spec = NULL, *index, *cached;
     Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
     const char *s;
-    int from_kw = 0, idx = -1, shapes_ok;
+    int from_kw = 0, idx = -1, shapes_ok, dev_type, dev_index;
     long explicit_index;
 
     if (st == NULL || !st->enabled || type != installed.type)
@@ -80,6 +80,16 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (spec == NULL && PyErr_Occurred())
             return NULL;
         from_kw = 1;
+    }
+    if (spec != NULL && Py_IS_TYPE(spec, type) && nargs + nkw == 1) {
+        /* torch.device(d) of a CUDA device made before migration. */
+        if (ttn_device_decode(st, spec, &dev_type, &dev_index) < 0)
+            return NULL;
+        if (dev_type != TTN_C10_CUDA || dev_index < -1 || dev_index > TTN_MAX_DEVICE_INDEX)
+            return original(type, args, kwds);
+        ttn_hit(st, st->device_entry);
+        cached = ttn_npu_device(st, dev_index);
+        return cached == NULL ? NULL : Py_NewRef(cached);
     }
     if (spec == NULL || !PyUnicode_Check(spec))
         return original(type, args, kwds);

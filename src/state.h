@@ -97,7 +97,8 @@ typedef struct ttn_state {
     PyObject *str_cache_key[TTN_STR_CACHE];   /* strong */
     PyObject *str_cache_value[TTN_STR_CACHE]; /* borrowed from npu_strings */
     int str_cache_next;
-    int device_hash_ok; /* > 1: devices decoded from their hash; -1: never */
+    int device_hash_ok;   /* > 1: devices decoded from their hash; -1: never */
+    int device_layout_ok; /* > 1: devices decoded from their bytes; -1: never */
 
     /* the virtual NPU (host_alias.c, host_call.c) */
     const ttn_DLPackExchangeAPI *dlpack;

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import transfer_to_npu
-from conftest import calls
+from conftest import calls, npu
 
 
 @pytest.mark.parametrize("args, kwargs, expected", [
@@ -30,6 +30,27 @@ def test_torch_device_other_types_untouched():
     assert str(torch.device("meta")) == "meta"
     assert torch.device(torch.device("cpu")) == torch.device("cpu")
     assert calls("torch.device") == before
+
+
+def test_device_objects_made_before_migration():
+    """CUDA devices made while migration was off (a module imported before
+    the one line) are read by their type and index: each becomes its npu
+    counterpart, every other device stays as it is."""
+    transfer_to_npu.disable()
+    try:
+        cuda = [torch.device("cuda", i) for i in (0, 1, 5, 127)] + [torch.device("cuda")]
+        others = [torch.device("meta"), torch.device("cpu"), torch.device("cpu", 3),
+                  torch.device("npu", 2), torch.device("cpu", 127)]
+    finally:
+        transfer_to_npu.enable()
+    for _ in range(3):  # the first reads verify the quick one
+        assert [str(torch.device(d)) for d in cuda] == ["npu:0", "npu:1", "npu:5", "npu:127",
+                                                       "npu"]
+        assert [torch.device(d) for d in others] == others
+        assert torch.ones(1).to(cuda[0]).device == npu(0)
+        assert torch.ones(1).to(others[0]).device.type == "meta"
+        assert torch.empty(1, device=cuda[0]).device == npu(0)
+        assert torch.empty(1, device=others[1]).device.type == "cpu"
 
 
 def test_torch_device_is_still_the_type():

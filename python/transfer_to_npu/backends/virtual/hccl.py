@@ -116,10 +116,8 @@ def _kernel(op):
 def _ops():
     """Every c10d op torch gives a PrivateUse1 kernel: the collectives,
     point-to-point ops and barrier that a custom device reaches."""
-    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
+    for qualified in sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")):
         if not qualified.startswith("c10d::"):
-            continue
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"):
             continue
         name = qualified[len("c10d::"):]
         op, _, overload = name.partition(".")

@@ -60,6 +60,23 @@ exit:
     return result;
 }
 
+/* Count the mapping of a CUDA type string; the log shows its npu spelling. */
+static int
+hit(ttn_state *st, PyObject *spec, int idx)
+{
+    PyObject *npu;
+
+    if (!st->track_sites) {
+        ttn_hit(st, st->device_entry);
+        return 0;
+    }
+    npu = ttn_npu_string(st, idx); /* borrowed: cached */
+    if (npu == NULL)
+        return -1;
+    ttn_hit_detail(st, st->device_entry, st->str_type, spec, npu);
+    return 0;
+}
+
 static PyObject *
 device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -87,9 +104,11 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return NULL;
         if (dev_type != TTN_C10_CUDA || dev_index < -1 || dev_index > TTN_MAX_DEVICE_INDEX)
             return original(type, args, kwds);
-        ttn_hit(st, st->device_entry);
         cached = ttn_npu_device(st, dev_index);
-        return cached == NULL ? NULL : Py_NewRef(cached);
+        if (cached == NULL)
+            return NULL;
+        ttn_hit_detail(st, st->device_entry, st->str_type, spec, cached);
+        return Py_NewRef(cached);
     }
     if (spec == NULL || !PyUnicode_Check(spec))
         return original(type, args, kwds);
@@ -124,7 +143,8 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      spec);
         return NULL;
     }
-    ttn_hit(st, st->device_entry);
+    if (hit(st, spec, idx) < 0)
+        return NULL;
     if (!shapes_ok)
         return call_original(st, type, args, kwds, from_kw, idx);
     if (index != NULL) {

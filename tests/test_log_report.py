@@ -18,6 +18,7 @@ SCRIPT = textwrap.dedent("""
         torch.cuda.synchronize()               # line 8
     m = nn.Linear(2, 2, device="cuda:0")       # line 9
     y = x.to("cuda")                           # line 10
+    d = torch.device("cuda", 1)                # line 11
 """)
 
 
@@ -48,6 +49,7 @@ def test_level_1_logs_each_mapping_once_per_site(script):
         f"transfer_to_npu: {script}:9: torch.empty(device='cuda:0') -> torch.empty(device='npu:0')",
         f"transfer_to_npu: {script}:10: torch.Tensor.to(device='cuda') -> "
         f"torch.Tensor.to(device='npu')",
+        f"transfer_to_npu: {script}:11: torch.device(type='cuda') -> torch.device(type='npu')",
     ]
     # One short line saying migration is on, then the summary at exit.
     assert proc.stderr.count("CUDA calls run on the npu") == 1
@@ -76,7 +78,7 @@ def test_log_file(script, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "transfer_to_npu" not in proc.stderr
     text = log.read_text()
-    assert len(_lines(text)) == 4 and "summary" in text
+    assert len(_lines(text)) == 5 and "summary" in text
 
 
 def test_unwritable_log_file_falls_back_to_stderr(script, tmp_path):
@@ -85,7 +87,7 @@ def test_unwritable_log_file_falls_back_to_stderr(script, tmp_path):
                                           "TRANSFER_TO_NPU_LOG_FILE": str(bad)})
     assert proc.returncode == 0, proc.stderr
     assert f"cannot write the log to {str(bad)!r}" in proc.stderr
-    assert len(_lines(proc.stderr)) == 4
+    assert len(_lines(proc.stderr)) == 5
 
 
 def test_report(script, tmp_path):

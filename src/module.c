@@ -95,6 +95,7 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     const char *source, *target, *kind;
     PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
     PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL;
+    PyObject *inner = NULL; /* borrowed from original */
     int mode, pos, binds, rc = -1;
     ttn_entry *entry;
 
@@ -177,51 +178,31 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         rc = ttn_patch_apply(st, owner, name, replacement);
         goto exit;
     }
+    /* Every mode but REPLACE wraps the original itself, never a wrapper
+     * left by an earlier enable. */
+    if (mode != TTN_MODE_REPLACE && (inner = unwrap(st, original)) == NULL)
+        goto exit;
     switch (mode) {
     case TTN_MODE_DEVICE_ARG:
-    case TTN_MODE_BACKEND: {
-        PyObject *inner = unwrap(st, original);
-
-        if (inner == NULL)
-            goto exit;
+    case TTN_MODE_BACKEND:
         replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
                                       NULL);
         break;
-    }
-    case TTN_MODE_REDIRECT: {
-        PyObject *inner = unwrap(st, original);
-
-        if (inner == NULL)
-            goto exit;
+    case TTN_MODE_REDIRECT:
         replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
                                       device_kws, NULL);
         break;
-    }
-    case TTN_MODE_UNSUPPORTED: {
-        PyObject *inner = unwrap(st, original);
-
-        if (inner == NULL)
-            goto exit;
+    case TTN_MODE_UNSUPPORTED:
         /* The stand-in, or the original itself (kept for isinstance) when
          * calling it must fail. */
         replacement = ttn_wrapper_new(st, binds, inner, target_obj == Py_None ? inner : target_obj,
                                       entry, mode, -1, device_kws, NULL);
         break;
-    }
-    case TTN_MODE_ARG_REPLACE: {
-        PyObject *inner = unwrap(st, original);
-
-        if (inner == NULL)
-            goto exit;
+    case TTN_MODE_ARG_REPLACE:
         replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
                                       target_obj);
         break;
-    }
-    case TTN_MODE_ATTRIBUTE: {
-        PyObject *inner = unwrap(st, original);
-
-        if (inner == NULL)
-            goto exit;
+    case TTN_MODE_ATTRIBUTE:
         if (!PyUnicode_Check(target_obj)) {
             PyErr_Format(PyExc_TypeError, "%s: the target of an attribute row is a name",
                          source);
@@ -229,7 +210,6 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         }
         replacement = ttn_attribute_new(st, inner, target_obj, entry);
         break;
-    }
     case TTN_MODE_REPLACE:
         replacement = Py_NewRef(target_obj);
         break;

@@ -2,6 +2,7 @@
 as the one line does in a user's script; tests that disable it put it
 back."""
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +33,22 @@ def calls(source):
 
 
 def run_python(args, cwd=None, env=None, timeout=300):
-    """Run a fresh interpreter; return the completed process."""
+    """Run a fresh interpreter; return the completed process.  It runs in a
+    session of its own, so that on a timeout everything it started (the
+    workers of a launcher) is killed with it."""
     full_env = dict(os.environ)
     full_env.pop("TRANSFER_TO_NPU", None)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=timeout)
+    with subprocess.Popen([sys.executable, *args], cwd=cwd, env=full_env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def npu(index=0):

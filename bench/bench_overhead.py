@@ -4,9 +4,9 @@ through torch's original objects (migration off), in one process, on the
 virtual NPU (cases in cases.py).
 
 Budgets: at most 50 ns added on the rewriting path, 20 ns on the
-pass-through path.  Each side keeps its best time over alternating blocks
-of runs (migration on, off, on, off...); instruction counts, which do not
-depend on the machine's load, are in bench_instructions.py.
+pass-through path.  Each side keeps its best time over rounds that
+alternate migration on and off; instruction counts, which do not depend on
+the machine's load, are in bench_instructions.py.
 """
 import os
 import sys
@@ -19,8 +19,8 @@ import torch  # noqa: E402
 import transfer_to_npu  # noqa: E402
 from cases import CASES, environment  # noqa: E402
 
-REPEATS = int(os.environ.get("BENCH_REPEATS", "9"))
-BLOCKS = int(os.environ.get("BENCH_BLOCKS", "3"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 BUDGET_NS = {"rewrite": 50.0, "pass-through": 20.0}
 
 
@@ -30,27 +30,32 @@ def number_for(stmt, env):
     return max(100, min(100_000, int(0.003 / max(once, 1e-9))))
 
 
-def _block(timers, numbers):
-    """Best time per call of each statement, over REPEATS runs."""
-    return [min(t.repeat(repeat=REPEATS, number=n)) / n * 1e9 for t, n in zip(timers, numbers)]
+def best(timer, number):
+    return min(timer.repeat(repeat=REPEATS, number=number)) / number * 1e9
 
 
 def main():
+    if hasattr(os, "sched_setaffinity"):
+        # One core: no migrations between cores in the middle of a timing.
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
     env = environment(torch)
-    numbers = [number_for(c[2], env) for c in CASES]
-    m_timers = [timeit.Timer(c[2], globals=env) for c in CASES]
-    d_timers = [timeit.Timer(c[3], globals=env) for c in CASES]
-    migrated = [float("inf")] * len(CASES)
-    direct = [float("inf")] * len(CASES)
-    # Whole blocks alternate (migration on, off, on, off), so that a slow
-    # spell of the machine cannot favour one side; each side keeps its best.
-    for _ in range(BLOCKS):
-        migrated = list(map(min, migrated, _block(m_timers, numbers)))
-        transfer_to_npu.disable()
-        try:
-            direct = list(map(min, direct, _block(d_timers, numbers)))
-        finally:
-            transfer_to_npu.enable()
+    migrated, direct = [], []
+    # Per case, rounds alternate migration on and off a few milliseconds
+    # apart, so that a slow spell of the machine meets both sides; each side
+    # keeps its best.
+    for _, _, m_stmt, d_stmt in CASES:
+        n = number_for(m_stmt, env)
+        m_timer, d_timer = timeit.Timer(m_stmt, globals=env), timeit.Timer(d_stmt, globals=env)
+        m_best = d_best = float("inf")
+        for _ in range(ROUNDS):
+            m_best = min(m_best, best(m_timer, n))
+            transfer_to_npu.disable()
+            try:
+                d_best = min(d_best, best(d_timer, n))
+            finally:
+                transfer_to_npu.enable()
+        migrated.append(m_best)
+        direct.append(d_best)
     print(f"{'API (CUDA spelling)':<36} {'path':<13} {'migrated':>10} {'npu, off':>10} "
           f"{'added':>8}  budget")
     worst = {}
@@ -64,7 +69,7 @@ def main():
         ok = worst[path] <= budget
         print(f"worst added on the {path} path: {worst[path]:+.1f} ns "
               f"({'within' if ok else 'OVER'} the {budget:.0f} ns budget)")
-    print(f"(best of {BLOCKS} x {REPEATS} runs each; python {sys.version.split()[0]}, "
+    print(f"(best of {ROUNDS} x {REPEATS} runs each, on one core; python {sys.version.split()[0]}, "
           f"torch {torch.__version__}, backend {transfer_to_npu.backend})")
 
 

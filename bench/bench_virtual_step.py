@@ -2,7 +2,9 @@
 (examples/train_cnn.py's model, batch 64, SGD, cross-entropy) on the virtual
 NPU against the same step on plain cpu tensors; and, for a model of many
 small ops, of a two-layer transformer encoder (d_model 128, batch 16 x 32
-tokens, AdamW).
+tokens, AdamW).  First, single ops on small tensors, where the per-op cost
+of the virtual NPU (a kernel registered from Python, arguments aliased in C)
+is all there is.
 
     python bench/bench_virtual_step.py [--steps N]
 
@@ -15,6 +17,7 @@ import os
 import statistics
 import sys
 import time
+import timeit
 
 import torch
 import torch.nn as nn
@@ -103,6 +106,20 @@ def compare(make, steps):
     return statistics.median(cpu_ms), statistics.median(npu_ms)
 
 
+OPS = (("a + b", "a + b"), ("a.view(2, 2)", "a.view(2, 2)"), ("a.sum()", "a.sum()"))
+
+
+def op_costs():
+    """Best microseconds per call of each single op, cpu and npu."""
+    for label, stmt in OPS:
+        best = {}
+        for device in ("cpu", "npu"):
+            env = {"a": torch.ones(4, device=device), "b": torch.ones(4, device=device)}
+            timer = timeit.Timer(stmt, globals=env)
+            best[device] = min(timer.repeat(repeat=5, number=20_000)) / 20_000 * 1e6
+        yield label, best["cpu"], best["npu"]
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300,
@@ -113,6 +130,9 @@ def main(argv):
 
     print(f"training step, median of {args.steps}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus")
+    print(f"{'op, 4 float32 elements':<34}{'cpu us':>9}{'npu us':>9}{'npu/cpu':>9}")
+    for label, cpu, npu in op_costs():
+        print(f"{label:<34}{cpu:>9.2f}{npu:>9.2f}{npu / cpu:>9.2f}")
     print(f"{'model':<34}{'cpu ms':>9}{'npu ms':>9}{'npu/cpu':>9}")
     for name, make in (("CNN of train_cnn.py, batch 64", cnn_step),
                        ("transformer, 2 layers, d 128", transformer_step)):

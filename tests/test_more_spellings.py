@@ -46,6 +46,35 @@ def test_legacy_type_names():
     assert x.type(torch.float64).dtype == torch.float64
 
 
+@pytest.mark.filterwarnings("ignore:torch.set_default_tensor_type\\(\\) is deprecated")
+def test_legacy_default_tensor_type():
+    dtype = torch.get_default_dtype()
+    try:
+        torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        x = torch.ones(2)
+        assert x.device == npu(0) and x.dtype == torch.float32
+        assert nn.Linear(2, 2).weight.device == npu(0)
+        torch.set_default_tensor_type(torch.cuda.DoubleTensor)
+        assert torch.zeros(1).dtype == torch.float64 and torch.zeros(1).device == npu(0)
+        with pytest.raises(TypeError, match="torch.cuda.LongTensor"):
+            torch.set_default_tensor_type("torch.cuda.LongTensor")
+        # Back to a cpu type: the npu default goes with it.
+        torch.set_default_tensor_type("torch.FloatTensor")
+        assert torch.ones(1).device.type == "cpu" and torch.ones(1).dtype == torch.float32
+    finally:
+        torch.set_default_device(None)
+        torch.set_default_dtype(dtype)
+
+
+def test_default_generators_are_the_npus():
+    generator = torch.cuda.default_generators[0]
+    assert generator.device == npu(0)
+    generator.manual_seed(3)
+    first = torch.rand(2, device="cuda")
+    torch.cuda.manual_seed(3)
+    assert torch.equal(first, torch.rand(2, device="cuda"))
+
+
 def test_generator_device():
     before = calls("torch.Generator")
     for spec in ("cuda", "cuda:0", torch.device("cuda")):

@@ -36,6 +36,15 @@ def test_nvtx_is_a_noop_warned_once_per_site():
     assert x.device.type == "npu"
 
 
+def test_memory_fraction_is_checked_then_skipped():
+    seen = _warnings_for(lambda: torch.cuda.set_per_process_memory_fraction(0.5, 0))
+    assert len(seen) == 1  # the virtual NPU has no cap to set
+    with pytest.raises(ValueError, match="fraction=1.5"):
+        torch.cuda.set_per_process_memory_fraction(1.5)
+    with pytest.raises(TypeError, match="fraction=1"):
+        torch.cuda.set_per_process_memory_fraction(1)
+
+
 def test_cuda_graphs_raise():
     with pytest.raises(NotImplementedError, match="torch.cuda.CUDAGraph has no NPU counterpart"):
         torch.cuda.CUDAGraph()

@@ -11,6 +11,10 @@ from ._row import row
 # Submodules of torch.cuda whose names map into the npu's like-named module.
 SUBMODULES = ("amp",)
 
+# Data (not callables) of both modules that CUDA code reads per device:
+# torch.cuda.default_generators[i].manual_seed(...).
+DATA = ("default_generators",)
+
 
 def rows(torch):
     out = _module_rows(torch.cuda, torch.npu, "torch.cuda", "torch.npu")
@@ -23,10 +27,15 @@ def rows(torch):
 
 def _module_rows(cuda, npu, cuda_name, npu_name):
     out = []
-    for name in sorted(dir(npu)):
+    # A device module may serve its data from a module __getattr__, outside dir().
+    for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
         if name.startswith("_") or not hasattr(cuda, name):
             continue
         target = getattr(npu, name)
+        if name in DATA:
+            out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", "constant",
+                           _C.MODE_REPLACE, cuda, name, target))
+            continue
         if isinstance(target, types.ModuleType) or not callable(target):
             continue
         kind = "class" if isinstance(target, type) else "function"

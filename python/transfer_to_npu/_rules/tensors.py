@@ -1,6 +1,6 @@
 """Tensor and Module methods: .cuda(), .is_cuda, .to(), .new_*(),
 .pin_memory(device), .type('torch.cuda.FloatTensor'), Module.to_empty();
-torch.set_default_device()."""
+torch.set_default_device(), torch.set_default_tensor_type('torch.cuda.FloatTensor')."""
 
 import functools
 
@@ -39,24 +39,72 @@ def rows(torch):
         row("torch.Tensor.type('torch.cuda.<T>Tensor')", "torch.Tensor.to(device='npu', dtype)",
             "method", _C.MODE_REDIRECT, T, "type", _legacy_type(torch, T.type), binds=True,
             kws=()),
+        row("torch.set_default_tensor_type('torch.cuda.<T>Tensor')",
+            "torch.set_default_dtype(dtype); torch.set_default_device('npu')", "function",
+            _C.MODE_REDIRECT, torch, "set_default_tensor_type",
+            _legacy_default_type(torch, torch.set_default_tensor_type), kws=()),
     ]
     return out
+
+
+def _legacy_dtypes(torch):
+    """The legacy CUDA tensor type names and their dtypes."""
+    return {f"torch.cuda.{name}": dtype for name, dtype in (
+        ("FloatTensor", torch.float32), ("DoubleTensor", torch.float64),
+        ("HalfTensor", torch.float16), ("BFloat16Tensor", torch.bfloat16),
+        ("ByteTensor", torch.uint8), ("CharTensor", torch.int8),
+        ("ShortTensor", torch.int16), ("IntTensor", torch.int32),
+        ("LongTensor", torch.int64), ("BoolTensor", torch.bool))}
+
+
+def _legacy_name(t):
+    """'torch.cuda.FloatTensor' for that name or for the class it names (which
+    the migration has made torch.npu's), else None."""
+    if isinstance(t, str):
+        return t
+    if t is not None and hasattr(t, "__npu_source__"):
+        return t.__npu_source__
+    if isinstance(t, type) and getattr(t, "__module__", None) == "torch.npu":
+        return f"torch.cuda.{t.__name__}"  # torch.npu.FloatTensor, written for the npu
+    return None
+
+
+def _legacy_default_type(torch, original):
+    """torch.set_default_tensor_type() with a CUDA type: that dtype by
+    default, on the npu by default, as torch itself advises in place of the
+    deprecated call.  Any other type goes to torch, and undoes the npu
+    default this function set."""
+    dtypes = _legacy_dtypes(torch)
+    state = {"set_device": False}
+
+    @functools.wraps(original)
+    def set_default_tensor_type(t):
+        dtype = dtypes.get(_legacy_name(t))
+        if dtype is None:
+            original(t)
+            if state["set_device"]:
+                state["set_device"] = False
+                torch.set_default_device(None)
+            return
+        if not dtype.is_floating_point:
+            raise TypeError(
+                f"set_default_tensor_type(t): t={t!r} is not a floating-point type; only "
+                f"floating-point types are supported as the default type")
+        torch.set_default_dtype(dtype)
+        torch.set_default_device("npu")
+        state["set_device"] = True
+
+    return set_default_tensor_type
 
 
 def _legacy_type(torch, original):
     """Tensor.type() with the legacy CUDA type names ('torch.cuda.FloatTensor',
     or the class torch.cuda.FloatTensor) meaning that dtype on the npu."""
-    dtypes = {"torch.cuda.FloatTensor": torch.float32, "torch.cuda.DoubleTensor": torch.float64,
-              "torch.cuda.HalfTensor": torch.float16, "torch.cuda.BFloat16Tensor": torch.bfloat16,
-              "torch.cuda.ByteTensor": torch.uint8, "torch.cuda.CharTensor": torch.int8,
-              "torch.cuda.ShortTensor": torch.int16, "torch.cuda.IntTensor": torch.int32,
-              "torch.cuda.LongTensor": torch.int64, "torch.cuda.BoolTensor": torch.bool}
+    dtypes = _legacy_dtypes(torch)
 
     @functools.wraps(original)
     def type(self, dtype=None, non_blocking=False, **kwargs):
-        name = dtype if isinstance(dtype, str) else None
-        if name is None and dtype is not None and hasattr(dtype, "__npu_source__"):
-            name = dtype.__npu_source__  # torch.cuda.FloatTensor, the class
+        name = _legacy_name(dtype)
         if name in dtypes:
             return self.to(device="npu", dtype=dtypes[name], non_blocking=non_blocking)
         if dtype is None:

@@ -39,6 +39,15 @@ def _no_range(*args, **kwargs):
     yield
 
 
+def _no_memory_cap(fraction, device=None):
+    """set_per_process_memory_fraction: its argument checked as CUDA checks
+    it, the cap itself not applied (the npu's allocator has none to set)."""
+    if not isinstance(fraction, float):
+        raise TypeError(f"set_per_process_memory_fraction: fraction={fraction!r} must be a float")
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"set_per_process_memory_fraction: fraction={fraction!r} is not in 0~1")
+
+
 NOOP = {
     "nvtx.range_push": (lambda msg: 0, "NVTX ranges annotate CUDA profiles; skipped"),
     "nvtx.range_pop": (lambda: 0, "NVTX ranges annotate CUDA profiles; skipped"),
@@ -53,6 +62,8 @@ NOOP = {
     "ipc_collect": (lambda: None, "CUDA IPC memory; nothing to collect"),
     "memory._record_memory_history": (lambda *a, **k: None,
                                       "CUDA allocator history; not recorded"),
+    "set_per_process_memory_fraction": (_no_memory_cap,
+                                        "a cap on the process's device memory; not applied"),
 }
 
 ERROR = {

@@ -1,8 +1,11 @@
 """TorchScript keeps working, and torch.compile runs migrated code."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
 
+import transfer_to_npu
 from conftest import npu
 
 
@@ -64,3 +67,38 @@ def test_compile_gives_the_eager_result(backend):
     got = compiled(x)
     assert got.device == npu(0)
     assert torch.allclose(got.cpu(), step(x).cpu())
+
+
+@pytest.mark.parametrize("settings", [{}, {"mode": "max-autotune"}, {"dynamic": True}])
+def test_compile_by_default_trains_like_eager(settings):
+    """torch.compile(model) with inductor, its default, as CUDA scripts
+    write it: on the virtual NPU the graph runs the eager kernels."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).cuda()
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model, **settings)
+    x = torch.randn(5, 8, device="cuda")
+    out = compiled(x)
+    out.square().sum().backward()
+    eager(x).square().sum().backward()
+    assert out.device == npu(0)
+    assert torch.allclose(out, eager(x))
+    for a, b in zip(model.parameters(), eager.parameters()):
+        assert torch.allclose(a.grad, b.grad)
+
+
+def test_compile_decorator_and_module_compile():
+    torch._dynamo.reset()
+
+    @torch.compile
+    def make(scale):
+        return torch.ones(3, device="cuda") * scale
+
+    assert make(torch.tensor(2.0)).tolist() == [2.0, 2.0, 2.0]
+    lin = nn.Linear(3, 3).cuda()
+    lin.compile()
+    assert lin(torch.ones(1, 3, device="cuda")).device == npu(0)
+    rows = {m["source"]: m for m in transfer_to_npu.mappings()}
+    assert rows["torch.compile(backend='inductor')"]["target"] == \
+        "torch.compile(backend='aot_eager')"

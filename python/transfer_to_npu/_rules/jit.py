@@ -1,4 +1,6 @@
-"""TorchScript keeps working (the reference migration disables it).
+"""TorchScript keeps working (the reference migration disables it), and
+on the virtual NPU torch.compile's default compiler, inductor, gives way to
+aot_eager (backends/virtual/compiler.py).
 
 Two things make scripted CUDA code run on the npu:
 
@@ -55,11 +57,30 @@ def _script(torch, original):
     return script
 
 
+def _compile(original, default_backend):
+    @functools.wraps(original)
+    def compile(model=None, **kwargs):
+        if kwargs.get("backend") in (None, "inductor"):
+            kwargs["backend"] = default_backend
+        return original(model, **kwargs)
+
+    return compile
+
+
 def rows(torch):
     import torch.jit
 
-    return [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
-                _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=())]
+    from .. import backends
+
+    out = [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
+               _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=())]
+    if backends.installed == "virtual" and hasattr(torch, "compile"):
+        from ..backends.virtual import compiler
+
+        out.append(row("torch.compile(backend='inductor')", "torch.compile(backend='aot_eager')",
+                       "function", _C.MODE_REDIRECT, torch, "compile",
+                       _compile(torch.compile, compiler.aot_eager), kws=()))
+    return out
 
 
 def register_builtins(torch, installed):

@@ -18,6 +18,7 @@ Module methods), ``factories`` (device arguments of torch.* functions),
 
 from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, parallel,
                profiler, serialization, storage, tensors, unsupported, user)
+from .. import _torch_facts
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -34,7 +35,7 @@ def rows(torch):
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + unsupported.rows(torch)
            + user.rows(torch))
-    _introspect.save()
+    _torch_facts.save()
     return out
 
 

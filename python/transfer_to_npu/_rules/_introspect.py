@@ -5,76 +5,26 @@ process start.
   (inspect.signature costs tens of microseconds a call).
 * Which ops take a device comes from torch's op schemas: several hundred
   lookups, fixed for a torch build, so they are cached on disk per build
-  (``TRANSFER_TO_NPU_CACHE_DIR``, default ``~/.cache/transfer_to_npu``; an
-  empty value turns the cache off).  A cache that cannot be read or written
-  is simply not used.
+  (``_torch_facts``).
 """
 
-import hashlib
 import inspect
-import json
-import os
 
-_memo = {"key": None, "schemas": {}, "dirty": False, "path": None}
-
-
-def _cache_dir():
-    configured = os.environ.get("TRANSFER_TO_NPU_CACHE_DIR")
-    if configured is not None:
-        return configured or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "transfer_to_npu")
-
-
-def _load(torch):
-    key = f"{torch.__version__}|{getattr(torch.version, 'git_version', '')}"
-    if _memo["key"] == key:
-        return
-    _memo.update(key=key, schemas={}, dirty=False, path=None)
-    directory = _cache_dir()
-    if directory is None:
-        return
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    _memo["path"] = os.path.join(directory, f"op-schemas-{digest}.json")
-    try:
-        with open(_memo["path"]) as f:
-            data = json.load(f)
-        if data.get("key") == key and isinstance(data.get("takes_device"), dict):
-            _memo["schemas"] = data["takes_device"]
-    except (OSError, ValueError):
-        pass
-
-
-def save():
-    """Write what was learnt this time, if anything."""
-    if not _memo["dirty"] or _memo["path"] is None:
-        return
-    _memo["dirty"] = False
-    tmp = f"{_memo['path']}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(_memo["path"]), exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump({"key": _memo["key"], "takes_device": _memo["schemas"]}, f)
-        os.replace(tmp, _memo["path"])
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+from .. import _torch_facts
 
 
 def op_takes_device(torch, name):
     """Whether any overload of aten::<name> has a ``device`` argument."""
-    _load(torch)
-    known = _memo["schemas"].get(name)
+    schemas_known = _torch_facts.section(torch, "takes_device")
+    known = schemas_known.get(name)
     if known is None:
         try:
             schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
         except RuntimeError:
             schemas = []
         known = any(arg.name == "device" for schema in schemas for arg in schema.arguments)
-        _memo["schemas"][name] = known
-        _memo["dirty"] = True
+        schemas_known[name] = known
+        _torch_facts.changed()
     return known
 
 

@@ -25,7 +25,7 @@ import functools
 
 import torch
 
-from ... import _C
+from ... import _C, _torch_facts
 from . import attention, devices, random, rnn, storage
 
 aten = torch.ops.aten
@@ -405,18 +405,28 @@ def _host_kernel_names():
     CompositeImplicitAutograd kernel is also their autograd, which a
     backend kernel would hide.  Plus the composite Scalar overloads
     (``remainder.Scalar``...): they only wrap the number and call the
-    Tensor overload, which takes a number badly through a Python kernel."""
+    Tensor overload, which takes a number badly through a Python kernel.
+    What comes from torch is fixed for a build, and cached with it."""
+    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
+                                         *_METADATA_VIEWS)}
+    facts = _torch_facts.section(torch, "host_kernels")
+    if "names" not in facts:
+        facts["names"] = sorted(_torch_host_kernel_names())
+        _torch_facts.changed()
+        _torch_facts.save()
+    return [name for name in facts["names"] if name not in own]
+
+
+def _torch_host_kernel_names():
     def registered(key):
         return {q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
                 if q.startswith("aten::")}
 
-    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
-                                         *_METADATA_VIEWS)}
     cpu = registered("CPU")
     scalar = {q for q in registered("CompositeExplicitAutograd") - cpu
               if "Scalar" in q.partition(".")[2]
               and not any("Device" in str(a.type) for a in _op_of(q)._schema.arguments)}
-    return sorted((cpu - registered("CompositeImplicitAutograd") | scalar) - own)
+    return (cpu - registered("CompositeImplicitAutograd")) | scalar
 
 
 # --- registration ---------------------------------------------------------

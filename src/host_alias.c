@@ -361,11 +361,11 @@ static PyObject *
 host_install(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry;
+    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry, *resolve;
     const ttn_DLPackExchangeAPI *api;
 
-    if (!PyArg_ParseTuple(args, "OO!OOO:host_install", &capsule, &PyType_Type, &tensor_type,
-                          &cpu_device, &classify, &retry))
+    if (!PyArg_ParseTuple(args, "OO!OOOO:host_install", &capsule, &PyType_Type, &tensor_type,
+                          &cpu_device, &classify, &retry, &resolve))
         return NULL;
     if (!PyType_Check(Py_TYPE(cpu_device)) || Py_TYPE(cpu_device)->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "host_install: cpu_device must be a torch.device");
@@ -390,6 +390,7 @@ host_install(PyObject *module, PyObject *args)
     Py_XSETREF(st->device_type, (PyTypeObject *)Py_NewRef(Py_TYPE(cpu_device)));
     Py_XSETREF(st->classify, Py_NewRef(classify));
     Py_XSETREF(st->retry, Py_NewRef(retry));
+    Py_XSETREF(st->resolve, Py_NewRef(resolve));
     if (st->pinned == NULL && (st->pinned = PySet_New(NULL)) == NULL)
         return NULL;
     st->dlpack = api;
@@ -511,7 +512,7 @@ host_set_current_device(PyObject *module, PyObject *arg)
 
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
-     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry)\n"
+     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry, resolve)\n"
      "Make the virtual NPU's aliasing available."},
     {"to_host", host_to_host, METH_O, "to_host(npu_tensor) -> cpu tensor over the same memory"},
     {"to_device", (PyCFunction)(void (*)(void))host_to_device, METH_FASTCALL,

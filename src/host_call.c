@@ -3,7 +3,9 @@
  *
  *   host_call(op, *args, **kwargs)
  *
- * is registered as the PrivateUse1 fallback.  npu tensors become cpu
+ * is registered as the PrivateUse1 fallback, and, with the op's name
+ * ("aten::add.Tensor") in place of the op, as the kernel of each op that has
+ * a cpu kernel.  npu tensors become cpu
  * aliases of the same memory, npu devices become the cpu device, the op's
  * cpu kernel runs, and cpu results become npu tensors on the inputs'
  * device; a result that is one of the aliased inputs (in-place and out=
@@ -524,10 +526,10 @@ exit:
  * input, which DLPack cannot carry; a number where the op takes a tensor)
  * and raises anything else, with the op and device named. */
 static PyObject *
-retry(ttn_state *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+retry(ttn_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *type = NULL, *value = NULL, *tb = NULL, *result = NULL;
-    PyObject *small[TTN_SMALL_ARGS + 2] = {NULL};
+    PyObject *small[TTN_SMALL_ARGS + 3] = {NULL};
     PyObject **call = small;
     Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
 
@@ -539,16 +541,17 @@ retry(ttn_state *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
     }
     if (tb != NULL && PyException_SetTraceback(value, tb) < 0)
         goto exit;
-    if (total + 1 > TTN_SMALL_ARGS + 2) {
-        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
+    if (total + 2 > TTN_SMALL_ARGS + 3) {
+        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 2));
         if (call == NULL) {
             PyErr_NoMemory();
             goto exit;
         }
     }
     call[0] = value;
-    memcpy(call + 1, args, sizeof(PyObject *) * (size_t)total);
-    result = PyObject_Vectorcall(st->retry, call, (size_t)(nargs + 1), kwnames);
+    call[1] = op;
+    memcpy(call + 2, args, sizeof(PyObject *) * (size_t)total);
+    result = PyObject_Vectorcall(st->retry, call, (size_t)(nargs + 2), kwnames);
 
 exit:
     if (call != small)
@@ -559,11 +562,62 @@ exit:
     return result;
 }
 
+/* The op a kernel was registered for.  Kernels are registered by name, and
+ * the name is resolved at the op's first call: resolving all of them costs
+ * milliseconds at every process start.  Borrowed; NULL on error. */
+static PyObject *
+op_named(ttn_state *st, PyObject *key)
+{
+    PyObject *op;
+
+    if (!PyUnicode_CheckExact(key))
+        return key; /* an op already: the fallback kernel gets it from torch */
+    op = PyDict_GetItemWithError(st->ops_by_name, key);
+    if (op != NULL || PyErr_Occurred())
+        return op;
+    if (st->resolve == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        return NULL;
+    }
+    op = PyObject_CallOneArg(st->resolve, key);
+    if (op == NULL)
+        return NULL;
+    if (PyDict_SetItem(st->ops_by_name, key, op) < 0) {
+        Py_DECREF(op);
+        return NULL;
+    }
+    Py_DECREF(op); /* the dict holds it */
+    return op;
+}
+
+/* A Python handler called as handler(op, *args, **kwargs). */
+static PyObject *
+call_handler(PyObject *handler, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames)
+{
+    PyObject *small[TTN_SMALL_ARGS + 1];
+    PyObject **call = small, *result;
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+
+    if (total + 1 > TTN_SMALL_ARGS + 1) {
+        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
+        if (call == NULL)
+            return PyErr_NoMemory();
+    }
+    call[0] = op;
+    memcpy(call + 1, args, sizeof(PyObject *) * (size_t)total);
+    result = PyObject_Vectorcall(handler, call, (size_t)(nargs + 1), kwnames);
+    if (call != small)
+        PyMem_Free(call);
+    return result;
+}
+
+/* host_call(op_or_name, *args, **kwargs). */
 static PyObject *
 host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *fn, *handler;
+    PyObject *op, *fn, *handler;
 
     if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "host_call(op, *args, **kwargs): op is missing");
@@ -573,14 +627,17 @@ host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
         return NULL;
     }
-    fn = lookup(st, args[0], &handler);
+    op = op_named(st, args[0]);
+    if (op == NULL)
+        return NULL;
+    fn = lookup(st, op, &handler);
     if (fn != NULL) {
-        PyObject *result = run_on_host(st, args[0], fn, args + 1, nargs - 1, kwnames, 1);
+        PyObject *result = run_on_host(st, op, fn, args + 1, nargs - 1, kwnames, 1);
 
-        return result != NULL ? result : retry(st, args, nargs, kwnames);
+        return result != NULL ? result : retry(st, op, args + 1, nargs - 1, kwnames);
     }
     if (handler != NULL)
-        return PyObject_Vectorcall(handler, args, (size_t)nargs, kwnames);
+        return call_handler(handler, op, args + 1, nargs - 1, kwnames);
     return NULL;
 }
 

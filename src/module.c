@@ -510,7 +510,8 @@ module_exec(PyObject *module)
         goto exit;
     st->host_ops = PyDict_New();
     st->special_ops = PyDict_New();
-    if (st->host_ops == NULL || st->special_ops == NULL)
+    st->ops_by_name = PyDict_New();
+    if (st->host_ops == NULL || st->special_ops == NULL || st->ops_by_name == NULL)
         goto exit;
     st->log_fd = -1;
     if (PyModule_AddFunctions(module, ttn_host_alias_methods) < 0 ||
@@ -574,6 +575,8 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->cpu_device);
     Py_VISIT(st->host_ops);
     Py_VISIT(st->special_ops);
+    Py_VISIT(st->ops_by_name);
+    Py_VISIT(st->resolve);
     Py_VISIT(st->classify);
     Py_VISIT(st->retry);
     Py_VISIT(st->pinned);
@@ -620,6 +623,8 @@ module_clear(PyObject *module)
     Py_CLEAR(st->cpu_device);
     Py_CLEAR(st->host_ops);
     Py_CLEAR(st->special_ops);
+    Py_CLEAR(st->ops_by_name);
+    Py_CLEAR(st->resolve);
     Py_CLEAR(st->classify);
     Py_CLEAR(st->retry);
     Py_CLEAR(st->pinned);

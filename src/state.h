@@ -107,6 +107,8 @@ typedef struct ttn_state {
     PyObject *cpu_device;      /* torch.device("cpu") */
     PyObject *host_ops;        /* op -> callable that runs it on the host */
     PyObject *special_ops;     /* op -> Python handler */
+    PyObject *ops_by_name;     /* "aten::name.overload" -> op, resolved at first call */
+    PyObject *resolve;         /* "aten::name.overload" -> op */
     PyObject *classify;        /* op -> handler or None, for ops not seen yet */
     PyObject *retry;           /* the slow path for a call the generic path failed */
     PyObject *pinned;          /* set of the data addresses of pinned host memory */

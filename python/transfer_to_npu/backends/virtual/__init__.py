@@ -51,7 +51,7 @@ def install(backend_module=None):
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
         device_guard=_DeviceGuard())
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    ops.classify, ops.retry)
+                    ops.classify, ops.retry, ops.op_of)
     ops.register()
     methods.install()
     random.install()

@@ -129,7 +129,7 @@ _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
 
 def _metadata_view(name):
-    return functools.partial(_op_of(name)._handle.redispatch_boxed, _CPU)
+    return functools.partial(op_of(name)._handle.redispatch_boxed, _CPU)
 
 
 # --- copies, resizing, set_ -----------------------------------------------
@@ -387,14 +387,14 @@ def _is_set_to(self, tensor):
 _HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
 
 
-def _op_of(qualified):
+def op_of(qualified):
     """The OpOverload for "aten::name.overload" or "name.overload"."""
     name, _, overload = qualified.rpartition("::")[2].partition(".")
     return getattr(getattr(aten, name), overload or "default")
 
 
 def _host_override(qualified):
-    op = _op_of(qualified)
+    op = op_of(qualified)
     return functools.partial(_C.host_run, op, op._op)
 
 
@@ -425,7 +425,7 @@ def _torch_host_kernel_names():
     cpu = registered("CPU")
     scalar = {q for q in registered("CompositeExplicitAutograd") - cpu
               if "Scalar" in q.partition(".")[2]
-              and not any("Device" in str(a.type) for a in _op_of(q)._schema.arguments)}
+              and not any("Device" in str(a.type) for a in op_of(q)._schema.arguments)}
     return (cpu - registered("CompositeImplicitAutograd")) | scalar
 
 
@@ -562,10 +562,11 @@ def register():
         lib.impl(name, _host_override(name), "PrivateUse1")
     # CUDA-only kernels torch calls for any device but the cpu.
     for name, fn in rnn.HOST_KERNELS.items():
-        lib.impl(name, functools.partial(_C.host_run, _op_of(name), fn), "PrivateUse1")
+        lib.impl(name, functools.partial(_C.host_run, op_of(name), fn), "PrivateUse1")
     attention.register(lib)
     for qualified in _host_kernel_names():
-        lib.impl(qualified[len("aten::"):], functools.partial(_C.host_call, _op_of(qualified)),
+        # By name: the C core resolves the op at its first call.
+        lib.impl(qualified[len("aten::"):], functools.partial(_C.host_call, qualified),
                  "PrivateUse1")
     # _copy_from resolves the conjugate and negative bits itself; torch's
     # generic handling of them would clone the input, which copies through

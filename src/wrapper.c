@@ -447,6 +447,29 @@ Wrapper_mro_entries(WrapperObject *self, PyObject *bases)
     return PyTuple_Pack(1, self->target);
 }
 
+/* `torch.cuda.Stream | None`, as annotations write it (evaluated when a
+ * module loads): the union of the class a wrapper stands for, the one
+ * isinstance() checks against.  A wrapper of a function is left as the
+ * function, which has no union, so the error is the original's. */
+static PyObject *Wrapper_or(PyObject *a, PyObject *b);
+
+static PyObject *
+stands_for(PyObject *o)
+{
+    WrapperObject *w;
+
+    if (PyType_GetSlot(Py_TYPE(o), Py_nb_or) != (void *)Wrapper_or)
+        return o;
+    w = (WrapperObject *)o;
+    return PyType_Check(w->target) || !PyType_Check(w->wrapped) ? w->target : w->wrapped;
+}
+
+static PyObject *
+Wrapper_or(PyObject *a, PyObject *b)
+{
+    return PyNumber_Or(stands_for(a), stands_for(b));
+}
+
 /* A wrapper is as immutable as the function it stands for: copies are
  * itself, and it pickles by reference, as the name it is installed under
  * (pkgutil.resolve_name finds what that name is wherever it is loaded). */
@@ -509,6 +532,7 @@ static PyGetSetDef Wrapper_getset[] = {
 
 static PyType_Slot function_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
+    {Py_nb_or, Wrapper_or},
     {Py_tp_traverse, Wrapper_traverse},
     {Py_tp_clear, Wrapper_clear},
     {Py_tp_dealloc, Wrapper_dealloc},

@@ -1,6 +1,9 @@
 """torch.cuda.* runs torch.npu.*: the device interfaces of the seed's table 1
 and the typed tensor constructors of table 2, written as CUDA code writes
 them."""
+import textwrap
+import typing
+
 import pytest
 import torch
 
@@ -61,6 +64,29 @@ def test_classes_can_be_subclassed():
 
     assert issubclass(MyStream, torch.npu.Stream)
     assert isinstance(MyStream(), torch.cuda.Stream)
+
+
+def test_classes_in_annotations():
+    """`torch.cuda.Stream | None` is evaluated when a module that annotates
+    with it loads (transformers does, with torch.cuda.CUDAGraph)."""
+    namespace = {"torch": torch}
+    exec(textwrap.dedent("""
+        class Buffers:
+            stream: torch.cuda.Stream | None = None
+
+            def graph(self, key: tuple[int, ...]) -> torch.cuda.CUDAGraph | None:
+                return None
+
+            def event(self) -> int | torch.cuda.Event:
+                return 0
+    """), namespace)
+    hints = typing.get_type_hints(namespace["Buffers"])
+    assert isinstance(torch.cuda.Stream(), hints["stream"])
+    assert isinstance(None, hints["stream"])
+    assert not isinstance(torch.ones(1), hints["stream"])
+    assert isinstance(torch.cuda.Event(), torch.cuda.Event | None)
+    with pytest.raises(TypeError):
+        torch.cuda.synchronize | None  # a function has no union, migrated or not
 
 
 @pytest.mark.parametrize("name, dtype", [

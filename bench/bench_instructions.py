@@ -3,10 +3,11 @@ callgrind: a number that does not move with the machine's load, so a
 regression in the wrappers shows as one.
 
 The script runs itself under callgrind with instrumentation off through the
-imports, and on only around two loops per case (cases.py): the CUDA
-spelling with migration on, then the npu spelling with migration off,
-dumping the counts after each; the difference per call is what migration
-adds.  Needs valgrind (`make tools`).
+imports, and on only around the loops of each case (cases.py): the CUDA
+spelling with migration on, then the npu spelling with migration off.  Each
+side runs a loop of N calls and one of 2N, and its cost per call is the
+difference over N, which leaves out the control commands around the loops;
+the difference between the sides is what migration adds.  Needs valgrind (`make tools`).
 """
 import os
 import shutil
@@ -32,22 +33,28 @@ def child():
 
     env = environment(torch)
     loop = "for _ in range({n}):\n    {stmt}\n"
+
+    def measure(stmt, tag):
+        """Dump the counts of a loop of CALLS calls and of one of 2 * CALLS:
+        the control commands around each window cost the same, so their
+        difference is CALLS calls alone."""
+        exec(compile(loop.format(n=50, stmt=stmt), "<warm>", "exec"), env)
+        for n in (CALLS, 2 * CALLS):
+            code = compile(loop.format(n=n, stmt=stmt), f"<{tag}>", "exec")
+            ctl("-z")
+            ctl("-i", "on")
+            exec(code, env)
+            ctl("-d", f"{tag}x{n}")
+            ctl("-i", "off")
+
     # Dump names are kept plain: callgrind_control passes them on unquoted.
     for i, (label, path, migrated, direct) in enumerate(CASES):
-        m = compile(loop.format(n=CALLS, stmt=migrated), "<migrated>", "exec")
-        d = compile(loop.format(n=CALLS, stmt=direct), "<direct>", "exec")
-        exec(compile(loop.format(n=50, stmt=migrated), "<warm>", "exec"), env)
-        ctl("-i", "on")
-        exec(m, env)
-        ctl("-d", f"migrated{i}")
-        ctl("-i", "off")
+        measure(migrated, f"migrated{i}")
         transfer_to_npu.disable()
-        exec(compile(loop.format(n=50, stmt=direct), "<warm>", "exec"), env)
-        ctl("-i", "on")
-        exec(d, env)
-        ctl("-d", f"direct{i}")
-        ctl("-i", "off")
-        transfer_to_npu.enable()
+        try:
+            measure(direct, f"direct{i}")
+        finally:
+            transfer_to_npu.enable()
 
 
 def totals(directory):
@@ -63,6 +70,10 @@ def totals(directory):
         if trigger is not None and total is not None:
             out[trigger] = total
     return out
+
+
+def per_call(counts, tag):
+    return (counts[f"{tag}x{2 * CALLS}"] - counts[f"{tag}x{CALLS}"]) / CALLS
 
 
 def main():
@@ -81,8 +92,7 @@ def main():
     print(f"{'API (CUDA spelling)':<36} {'path':<13} {'migrated':>9} {'npu, off':>9} "
           f"{'added':>7}   (instructions per call, {CALLS} calls)")
     for i, (label, path, _, _) in enumerate(CASES):
-        m = counts[f"migrated{i}"] / CALLS
-        d = counts[f"direct{i}"] / CALLS
+        m, d = (per_call(counts, f"{side}{i}") for side in ("migrated", "direct"))
         print(f"{label:<36} {path:<13} {m:>9.0f} {d:>9.0f} {m - d:>+7.0f}")
     return 0
 

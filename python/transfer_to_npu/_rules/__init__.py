@@ -10,14 +10,14 @@ One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
 ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
 ``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
-(nn.DataParallel), ``jit``
-(TorchScript), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
+(nn.DataParallel), ``jit`` (TorchScript, torch.compile), ``lightning`` (its
+CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
 (the user's rules file, TRANSFER_TO_NPU_RULES).  Rows are made by
 ``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, parallel,
-               profiler, serialization, storage, tensors, unsupported, user)
+from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, lightning,
+               parallel, profiler, serialization, storage, tensors, unsupported, user)
 from .. import _torch_facts
 from ._row import row
 
@@ -33,7 +33,8 @@ def rows(torch):
            + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
-           + parallel.rows(torch) + jit.rows(torch) + unsupported.rows(torch)
+           + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
+           + unsupported.rows(torch)
            + user.rows(torch))
     _torch_facts.save()
     return out

@@ -1,0 +1,43 @@
+"""Lightning's CUDA accelerator takes the device the migration made (with
+a stand-in of its accelerator: tests/stand_ins/lightning)."""
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import run_python
+
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+
+SCRIPT = """
+import torch
+{first}
+{second}
+from lightning.pytorch.accelerators.cuda import CUDAAccelerator, MisconfigurationException
+
+accelerator = CUDAAccelerator()
+(device,) = accelerator.get_parallel_devices([1])
+accelerator.setup_device(device)
+print(device, torch.npu.current_device())
+try:
+    accelerator.setup_device(torch.device("cpu"))
+except MisconfigurationException as error:
+    print("refused:", error)
+original = CUDAAccelerator.__dict__["setup_device"].__wrapped__
+transfer_to_npu.disable()
+print(CUDAAccelerator.__dict__["setup_device"] is original)
+"""
+
+
+@pytest.mark.parametrize("lightning_first", [False, True])
+def test_cuda_accelerator_sets_up_the_npu(lightning_first):
+    imports = ["import transfer_to_npu", "import lightning.pytorch.accelerators.cuda"]
+    if lightning_first:
+        imports.reverse()
+    code = textwrap.dedent(SCRIPT.format(first=imports[0], second=imports[1]))
+    proc = run_python(["-c", code], env={"PYTHONPATH": str(STAND_INS),
+                                         "TRANSFER_TO_NPU_BACKEND": "virtual",
+                                         "TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["npu:1 1", "refused: Device should be GPU, got cpu instead",
+                                        "True"]

@@ -520,6 +520,29 @@ exit:
     return result;
 }
 
+/* callable(*lead, *args, **kwargs): args and kwnames as a vectorcall got
+ * them, after nlead leading arguments. */
+static PyObject *
+call_prepended(PyObject *callable, PyObject *const *lead, Py_ssize_t nlead,
+               PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *small[TTN_SMALL_ARGS + 2];
+    PyObject **call = small, *result;
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+
+    if (nlead + total > TTN_SMALL_ARGS + 2) {
+        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nlead + total));
+        if (call == NULL)
+            return PyErr_NoMemory();
+    }
+    memcpy(call, lead, sizeof(PyObject *) * (size_t)nlead);
+    memcpy(call + nlead, args, sizeof(PyObject *) * (size_t)total);
+    result = PyObject_Vectorcall(callable, call, (size_t)(nlead + nargs), kwnames);
+    if (call != small)
+        PyMem_Free(call);
+    return result;
+}
+
 /* The generic path failed: call retry(error, op, *args, **kwargs), the
  * Python slow path.  It reruns the calls it knows how to (an out= tensor
  * that must grow, which a host alias of fixed size cannot; a conjugate
@@ -528,10 +551,7 @@ exit:
 static PyObject *
 retry(ttn_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *type = NULL, *value = NULL, *tb = NULL, *result = NULL;
-    PyObject *small[TTN_SMALL_ARGS + 3] = {NULL};
-    PyObject **call = small;
-    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *type = NULL, *value = NULL, *tb = NULL, *result = NULL, *lead[2];
 
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -541,21 +561,11 @@ retry(ttn_state *st, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyOb
     }
     if (tb != NULL && PyException_SetTraceback(value, tb) < 0)
         goto exit;
-    if (total + 2 > TTN_SMALL_ARGS + 3) {
-        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 2));
-        if (call == NULL) {
-            PyErr_NoMemory();
-            goto exit;
-        }
-    }
-    call[0] = value;
-    call[1] = op;
-    memcpy(call + 2, args, sizeof(PyObject *) * (size_t)total);
-    result = PyObject_Vectorcall(st->retry, call, (size_t)(nargs + 2), kwnames);
+    lead[0] = value;
+    lead[1] = op;
+    result = call_prepended(st->retry, lead, 2, args, nargs, kwnames);
 
 exit:
-    if (call != small)
-        PyMem_Free(call);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
@@ -590,28 +600,6 @@ op_named(ttn_state *st, PyObject *key)
     return op;
 }
 
-/* A Python handler called as handler(op, *args, **kwargs). */
-static PyObject *
-call_handler(PyObject *handler, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
-             PyObject *kwnames)
-{
-    PyObject *small[TTN_SMALL_ARGS + 1];
-    PyObject **call = small, *result;
-    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
-
-    if (total + 1 > TTN_SMALL_ARGS + 1) {
-        call = PyMem_Malloc(sizeof(PyObject *) * (size_t)(total + 1));
-        if (call == NULL)
-            return PyErr_NoMemory();
-    }
-    call[0] = op;
-    memcpy(call + 1, args, sizeof(PyObject *) * (size_t)total);
-    result = PyObject_Vectorcall(handler, call, (size_t)(nargs + 1), kwnames);
-    if (call != small)
-        PyMem_Free(call);
-    return result;
-}
-
 /* host_call(op_or_name, *args, **kwargs). */
 static PyObject *
 host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -637,7 +625,7 @@ host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return result != NULL ? result : retry(st, op, args + 1, nargs - 1, kwnames);
     }
     if (handler != NULL)
-        return call_handler(handler, op, args + 1, nargs - 1, kwnames);
+        return call_prepended(handler, &op, 1, args + 1, nargs - 1, kwnames);
     return NULL;
 }
 

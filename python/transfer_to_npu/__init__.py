@@ -94,7 +94,7 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _report, _rules, backends
+        from . import _report, _rules, _torch_facts, backends
 
         _visible_devices()
         started = time.perf_counter()
@@ -103,6 +103,7 @@ def enable():
         _report.configure(name)
         _warm_torch_caches(torch)
         rows = _rules.rows(torch)
+        _torch_facts.save()  # what the backend and the rules learnt from torch
         _C.enable(rows)
         _rules.after_enable(torch, rows)
         # Names bound before this import (`from torch.cuda import

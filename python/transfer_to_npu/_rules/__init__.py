@@ -18,7 +18,6 @@ CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
 
 from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, lightning,
                parallel, profiler, serialization, storage, tensors, unsupported, user)
-from .. import _torch_facts
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -36,7 +35,6 @@ def rows(torch):
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
            + unsupported.rows(torch)
            + user.rows(torch))
-    _torch_facts.save()
     return out
 
 

@@ -74,7 +74,7 @@ def rows(torch):
 
     out = [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
                _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=())]
-    if backends.installed == "virtual" and hasattr(torch, "compile"):
+    if backends.installed == "virtual":
         from ..backends.virtual import compiler
 
         out.append(row("torch.compile(backend='inductor')", "torch.compile(backend='aot_eager')",

@@ -413,7 +413,6 @@ def _host_kernel_names():
     if "names" not in facts:
         facts["names"] = sorted(_torch_host_kernel_names())
         _torch_facts.changed()
-        _torch_facts.save()
     return [name for name in facts["names"] if name not in own]
 
 

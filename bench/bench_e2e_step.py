@@ -17,54 +17,12 @@ import time
 os.environ.setdefault("TRANSFER_TO_NPU_BACKEND", "virtual")
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 
 import transfer_to_npu  # noqa: E402
+from seed_cnn import make_step, make_training  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "40"))
 STEPS = int(os.environ.get("BENCH_STEPS", "10"))
-
-
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=1), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, 1, 1), nn.MaxPool2d(2), nn.Flatten(),
-            nn.Linear(32 * 7 * 7, 16), nn.ReLU(), nn.Linear(16, 10))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-def make_training():
-    """The seed's model, loss, optimizer and one batch, on the npu."""
-    torch.manual_seed(0)
-    device = torch.device("npu:0")
-    model = CNN().to(device)
-    loss_func = nn.CrossEntropyLoss().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    batch = torch.rand(64, 1, 28, 28, generator=g), torch.randint(0, 10, (64,), generator=g)
-    return model, loss_func, optimizer, batch
-
-
-def make_step(training, device_spec):
-    """The seed's loop body, with its device spelled as device_spec."""
-    model, loss_func, optimizer, (imgs_cpu, labels_cpu) = training
-    device = torch.device(device_spec)
-
-    def step():
-        imgs = imgs_cpu.to(device)
-        labels = labels_cpu.to(device)
-        outputs = model(imgs)
-        loss = loss_func(outputs, labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return step
 
 
 def per_step(step):
@@ -88,7 +46,7 @@ def main():
     torch.set_num_threads(1)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-    training = make_training()
+    training = make_training("npu:0")
     migrated, by_hand = make_step(training, "cuda:0"), make_step(training, "npu:0")
     timed(migrated, True)  # warm
     timed(by_hand, False)

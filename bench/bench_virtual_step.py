@@ -23,46 +23,11 @@ import torch
 import torch.nn as nn
 
 import transfer_to_npu  # noqa: F401  (the npu device)
-
-
-class CNN(nn.Module):
-    """The model of examples/train_cnn.py."""
-
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Conv2d(1, 16, kernel_size=(3, 3), stride=(1, 1), padding=1),
-            nn.MaxPool2d(kernel_size=2),
-            nn.Conv2d(16, 32, 3, 1, 1),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-            nn.Linear(32 * 7 * 7, 16),
-            nn.ReLU(),
-            nn.Linear(16, 10),
-        )
-
-    def forward(self, x):
-        return self.net(x)
+from seed_cnn import make_step, make_training
 
 
 def cnn_step(device):
-    g = torch.Generator().manual_seed(0)
-    images = torch.rand(64, 1, 28, 28, generator=g)
-    labels = torch.randint(0, 10, (64,), generator=g)
-    torch.manual_seed(0)
-    model = CNN().to(device)
-    loss_func = nn.CrossEntropyLoss().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-
-    def step():
-        imgs, lbls = images.to(device), labels.to(device)
-        loss = loss_func(model(imgs), lbls)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return step
+    return make_step(make_training(device), device)
 
 
 def transformer_step(device):

@@ -124,6 +124,30 @@ ttn_tensor_device(ttn_state *st, PyObject *tensor, int *type, int *index)
     return 0;
 }
 
+/* Every npu tensor is made here or in storage_tensor(): only then may ops
+ * reach the npu kernels that were not registered at import, so the first
+ * one registers them (torch runs nothing on a device with no tensor but
+ * the factories, registered at import).  Another thread making its first
+ * npu tensor meanwhile waits in complete() until they all are. */
+static int
+ensure_kernels(ttn_state *st)
+{
+    PyObject *done;
+    int ready;
+
+    if (TTN_LIKELY(st->kernels_ready) || st->complete == NULL)
+        return 0;
+    done = PyObject_CallNoArgs(st->complete);
+    if (done == NULL)
+        return -1;
+    ready = PyObject_IsTrue(done);
+    Py_DECREF(done);
+    if (ready < 0)
+        return -1;
+    st->kernels_ready = ready;
+    return 0;
+}
+
 /* Re-tag a tensor's memory as another device's: a new tensor object over
  * the same bytes. */
 static PyObject *
@@ -134,6 +158,8 @@ retag(ttn_state *st, PyObject *tensor, int device_type, int index, int accounted
     void *result = NULL;
 
     if (check_ready(st) < 0)
+        goto exit;
+    if (device_type == ttn_kDLExtDev && ensure_kernels(st) < 0)
         goto exit;
     if (!PyObject_TypeCheck(tensor, st->tensor_type)) {
         PyErr_Format(PyExc_TypeError, "expected a tensor, got %.200s", Py_TYPE(tensor)->tp_name);
@@ -220,7 +246,7 @@ storage_tensor(ttn_state *st, PyObject *owner, void *data, int64_t nbytes, int i
     ttn_borrowed *b = NULL;
     void *result = NULL;
 
-    if (check_ready(st) < 0)
+    if (check_ready(st) < 0 || ensure_kernels(st) < 0)
         goto exit;
     b = calloc(1, sizeof(*b));
     if (b == NULL) {
@@ -361,11 +387,11 @@ static PyObject *
 host_install(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry, *resolve;
+    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry, *resolve, *complete;
     const ttn_DLPackExchangeAPI *api;
 
-    if (!PyArg_ParseTuple(args, "OO!OOOO:host_install", &capsule, &PyType_Type, &tensor_type,
-                          &cpu_device, &classify, &retry, &resolve))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO:host_install", &capsule, &PyType_Type, &tensor_type,
+                          &cpu_device, &classify, &retry, &resolve, &complete))
         return NULL;
     if (!PyType_Check(Py_TYPE(cpu_device)) || Py_TYPE(cpu_device)->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "host_install: cpu_device must be a torch.device");
@@ -391,6 +417,8 @@ host_install(PyObject *module, PyObject *args)
     Py_XSETREF(st->classify, Py_NewRef(classify));
     Py_XSETREF(st->retry, Py_NewRef(retry));
     Py_XSETREF(st->resolve, Py_NewRef(resolve));
+    Py_XSETREF(st->complete, Py_NewRef(complete));
+    st->kernels_ready = 0;
     if (st->pinned == NULL && (st->pinned = PySet_New(NULL)) == NULL)
         return NULL;
     st->dlpack = api;
@@ -512,7 +540,8 @@ host_set_current_device(PyObject *module, PyObject *arg)
 
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
-     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry, resolve)\n"
+     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry, resolve, "
+     "complete)\n"
      "Make the virtual NPU's aliasing available."},
     {"to_host", host_to_host, METH_O, "to_host(npu_tensor) -> cpu tensor over the same memory"},
     {"to_device", (PyCFunction)(void (*)(void))host_to_device, METH_FASTCALL,

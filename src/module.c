@@ -579,6 +579,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->resolve);
     Py_VISIT(st->classify);
     Py_VISIT(st->retry);
+    Py_VISIT(st->complete);
     Py_VISIT(st->pinned);
     return 0;
 }
@@ -627,6 +628,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->resolve);
     Py_CLEAR(st->classify);
     Py_CLEAR(st->retry);
+    Py_CLEAR(st->complete);
     Py_CLEAR(st->pinned);
     return 0;
 }

@@ -111,6 +111,9 @@ typedef struct ttn_state {
     PyObject *resolve;         /* "aten::name.overload" -> op */
     PyObject *classify;        /* op -> handler or None, for ops not seen yet */
     PyObject *retry;           /* the slow path for a call the generic path failed */
+    PyObject *complete;        /* registers the kernels left for the first npu tensor;
+                                * true once they all are */
+    int kernels_ready;         /* complete() has returned true */
     PyObject *pinned;          /* set of the data addresses of pinned host memory */
     int current_device;        /* torch.npu.current_device() */
 } ttn_state;

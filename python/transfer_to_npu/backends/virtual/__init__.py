@@ -7,12 +7,19 @@ results equal the cpu's.  It lets a migration run, and be tested, on any
 machine.
 """
 
+import threading
+
 import torch
 
-from ... import _C
+from ... import _C, _torch_facts
 
 NAME = "virtual"
 _installed = False
+
+# The kernels left for the first npu tensor: registered once, under this
+# lock, by the first thread to make one.
+_completion = threading.RLock()
+_complete = {"done": False, "running": False}
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -51,8 +58,11 @@ def install(backend_module=None):
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
         device_guard=_DeviceGuard())
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    ops.classify, ops.retry, ops.op_of)
-    ops.register()
+                    ops.classify, ops.retry, ops.op_of, complete)
+    # Most kernels wait for the first npu tensor (complete()): registering
+    # them takes tens of milliseconds, which a process that never uses the
+    # npu (a DataLoader worker, a tool) should not pay at import.
+    ops.register(factories=True)
     methods.install()
     random.install()
     amp.install()
@@ -64,3 +74,25 @@ def install(backend_module=None):
     storage_resize.install()
     hccl.install()
     _installed = True
+
+
+def complete():
+    """Register the kernels that only ops on an npu tensor reach; true once
+    they all are.  The C core calls it before it makes the first npu tensor,
+    on whichever thread that is; another thread making one meanwhile waits
+    here.  Registration itself making one (on this thread) gets false."""
+    with _completion:
+        if _complete["done"] or _complete["running"]:
+            return _complete["done"]
+        _complete["running"] = True
+        try:
+            from . import amp, hccl, ops
+
+            ops.register(factories=False)
+            amp.register()
+            hccl.register()
+            _complete["done"] = True
+        finally:
+            _complete["running"] = False
+        _torch_facts.save()
+        return True

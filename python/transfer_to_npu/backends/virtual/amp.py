@@ -26,6 +26,8 @@ import sys
 
 import torch
 
+from . import registry
+
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
 
 _KEY = "AutocastPrivateUse1"
@@ -203,20 +205,26 @@ def _exists(qualified):
 
 
 def install():
+    # `from torch.npu.amp import GradScaler`, as with torch_npu.
+    sys.modules.setdefault("torch.npu.amp", sys.modules[__name__])
+
+
+def register():
+    """The autocast kernels (at the first npu tensor: autocast only casts
+    tensors)."""
     lib = torch.library.Library("aten", "IMPL")
     for names, policy in ((LOWER_PRECISION_FP, _lower_precision), (FP32, _fp32),
                           (FP32_SET_OPT_DTYPE, _fp32_set_opt_dtype), (PROMOTE, _promote),
                           (BANNED, _banned)):
         for name in names:
             if _exists(name):
-                lib.impl(name, policy(_op(name)), _KEY)
+                registry.impl(lib, name, lambda name=name, policy=policy: policy(_op(name)), _KEY)
     for name, target in FP32_APPEND_DTYPE.items():
-        lib.impl(name, _fp32_append_dtype(_op(name), _op(target)), _KEY)
+        registry.impl(lib, name, lambda name=name, target=target: _fp32_append_dtype(
+            _op(name), _op(target)), _KEY)
     rest = torch.library.Library("_", "IMPL")
-    rest.fallback(torch.library.fallthrough_kernel, _KEY)
+    registry.fallback(rest, torch.library.fallthrough_kernel, _KEY)
     _libraries.extend([lib, rest])
-    # `from torch.npu.amp import GradScaler`, as with torch_npu.
-    sys.modules.setdefault("torch.npu.amp", sys.modules[__name__])
 
 
 # --- torch.npu.amp ------------------------------------------------------------

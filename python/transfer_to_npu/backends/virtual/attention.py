@@ -10,10 +10,17 @@ cpu would run, so results equal the cpu's.
 
 import torch
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["KEYS", "NAME", "scaled_dot_product_attention"]
 
 aten = torch.ops.aten
 _FLASH = int(torch._C._SDPBackend.FLASH_ATTENTION)
+
+# The op is a composite whose autograd is its decomposition's: the kernel
+# goes on the autograd key too, where the ops it calls record their own
+# gradients, and on the backend key for calls without autograd (inference
+# mode).
+NAME = "scaled_dot_product_attention"
+KEYS = ("AutogradPrivateUse1", "PrivateUse1")
 
 
 def _additive_mask(attn_mask, dtype):
@@ -35,12 +42,3 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return aten._scaled_dot_product_attention_math(
         query, key, value, mask, dropout_p, is_causal, None, scale=scale,
         enable_gqa=enable_gqa)[0]
-
-
-def register(lib):
-    # The op is a composite whose autograd is its decomposition's: the
-    # kernel goes on the autograd key too, where the ops it calls record
-    # their own gradients, and on the backend key for calls without
-    # autograd (inference mode).
-    for key in ("AutogradPrivateUse1", "PrivateUse1"):
-        lib.impl("scaled_dot_product_attention", scaled_dot_product_attention, key)

@@ -125,8 +125,14 @@ def _ops():
 
 
 def install():
-    """Register ``hccl`` for the npu device and the c10d kernels that run
-    npu collectives on the host."""
+    """Register ``hccl`` for the npu device."""
+    if dist.is_available() and NAME not in dist.Backend.backend_list:
+        dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["npu"])
+
+
+def register():
+    """The c10d kernels that run npu collectives on the host (at the first
+    npu tensor: collectives take tensors)."""
     if not dist.is_available():
         return
     lib = torch.library.Library("c10d", "IMPL")
@@ -138,5 +144,3 @@ def install():
         for name, op in ops:
             lib.impl(name, _kernel(op), "PrivateUse1")
     _libraries.append(lib)
-    if NAME not in dist.Backend.backend_list:
-        dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["npu"])

@@ -26,7 +26,7 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import attention, devices, random, rnn, storage
+from . import attention, devices, random, registry, rnn, storage
 
 aten = torch.ops.aten
 
@@ -551,28 +551,61 @@ def classify(op):
     return None
 
 
-def register():
-    lib = torch.library.Library("aten", "IMPL")
+def _kernels():
+    """Every npu kernel registered here: (op name, dispatch key, a maker of
+    the kernel).  Makers, as looking an op up takes tens of microseconds
+    and most kernels are only made at the first npu tensor."""
     for name, fn in _IMPLS.items():
-        lib.impl(name, fn, "PrivateUse1")
+        yield name, "PrivateUse1", lambda fn=fn: fn
     for name in _METADATA_VIEWS:
-        lib.impl(name, _metadata_view(name), "PrivateUse1")
+        yield name, "PrivateUse1", lambda name=name: _metadata_view(name)
     for name in _HOST_OVERRIDES:
-        lib.impl(name, _host_override(name), "PrivateUse1")
+        yield name, "PrivateUse1", lambda name=name: _host_override(name)
     # CUDA-only kernels torch calls for any device but the cpu.
     for name, fn in rnn.HOST_KERNELS.items():
-        lib.impl(name, functools.partial(_C.host_run, op_of(name), fn), "PrivateUse1")
-    attention.register(lib)
+        yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
+            _C.host_run, op_of(name), fn)
+    for key in attention.KEYS:
+        yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
     for qualified in _host_kernel_names():
         # By name: the C core resolves the op at its first call.
-        lib.impl(qualified[len("aten::"):], functools.partial(_C.host_call, qualified),
-                 "PrivateUse1")
+        yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: functools.partial(
+            _C.host_call, q)
     # _copy_from resolves the conjugate and negative bits itself; torch's
     # generic handling of them would clone the input, which copies through
     # _copy_from again, without end.
     for key in ("Conjugate", "Negative"):
         for name in ("_copy_from", "_copy_from_and_resize"):
-            lib.impl(name, torch.library.fallthrough_kernel, key)
-    fallback = torch.library.Library("_", "IMPL")
-    fallback.fallback(_C.host_call, "PrivateUse1")
-    _libraries.extend([lib, fallback])
+            yield name, key, lambda: torch.library.fallthrough_kernel
+
+
+def _dispatched_by_device(names):
+    """Those of these ops that torch sends to a backend by their device
+    argument (their BackendSelect kernel): factories, and ``.to()``.  They
+    are the only ops that reach the npu before an npu tensor exists.
+    Cached per torch build."""
+    facts = _torch_facts.section(torch, "backend_select")
+    missing = [name for name in names if name not in facts]
+    for name in missing:
+        facts[name] = torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}",
+                                                                     "BackendSelect")
+    if missing:
+        _torch_facts.changed()
+    return {name for name in names if facts[name]}
+
+
+def register(factories):
+    """Register the kernels of the ops dispatched by a device argument
+    (``factories=True``: at install), or all the others and the fallback
+    (``factories=False``: once an npu tensor is about to exist)."""
+    kernels = list(_kernels())
+    by_device = _dispatched_by_device({name for name, _, _ in kernels})
+    lib = torch.library.Library("aten", "IMPL")
+    for name, key, make in kernels:
+        if (name in by_device) == factories:
+            registry.impl(lib, name, make, key)
+    _libraries.append(lib)
+    if not factories:
+        fallback = torch.library.Library("_", "IMPL")
+        registry.fallback(fallback, _C.host_call, "PrivateUse1")
+        _libraries.append(fallback)

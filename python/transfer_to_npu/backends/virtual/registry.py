@@ -1,0 +1,24 @@
+"""Registering the virtual NPU's kernels with torch's dispatcher.
+
+Most are registered at the first npu tensor, after the user's code has run:
+an op or fallback that something else (a ``torch.library`` kernel of the
+user's) registered for the npu in the meantime keeps its kernel, as it
+would have overridden ours had ours come first.  torch itself registers no
+aten kernel for the device.
+"""
+
+import torch
+
+
+def impl(lib, name, make, key):
+    """Register ``make()`` as ``lib``'s kernel of op ``name`` for ``key``,
+    unless the op has one for it already."""
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{lib.ns}::{name}", key):
+        lib.impl(name, make(), key)
+
+
+def fallback(lib, kernel, key):
+    """Register ``kernel`` as the fallback for ``key``, unless there is
+    one already."""
+    if not torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, key)):
+        lib.fallback(kernel, key)

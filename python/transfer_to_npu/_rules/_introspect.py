@@ -13,19 +13,25 @@ import inspect
 from .. import _torch_facts
 
 
-def op_takes_device(torch, name):
-    """Whether any overload of aten::<name> has a ``device`` argument."""
-    schemas_known = _torch_facts.section(torch, "takes_device")
-    known = schemas_known.get(name)
-    if known is None:
+def ops_taking_device(torch, names):
+    """Those of these names whose aten::<name> has an overload with a
+    ``device`` argument."""
+    known = _torch_facts.section(torch, "takes_device")
+    missing = [name for name in names if name not in known]
+    for name in missing:
         try:
             schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
         except RuntimeError:
             schemas = []
-        known = any(arg.name == "device" for schema in schemas for arg in schema.arguments)
-        schemas_known[name] = known
+        known[name] = any(arg.name == "device" for schema in schemas for arg in schema.arguments)
+    if missing:
         _torch_facts.changed()
-    return known
+    return [name for name in names if known[name]]
+
+
+def op_takes_device(torch, name):
+    """Whether any overload of aten::<name> has a ``device`` argument."""
+    return bool(ops_taking_device(torch, [name]))
 
 
 def _code(fn):

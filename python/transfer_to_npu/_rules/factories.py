@@ -4,7 +4,7 @@ functions, found in torch's op schemas and function signatures."""
 import inspect
 
 from .. import _C
-from ._introspect import op_takes_device, takes_device
+from ._introspect import op_takes_device, ops_taking_device, takes_device
 from ._row import row
 
 # Device-taking factories that are Python bindings without an op schema.
@@ -37,7 +37,7 @@ def rows(torch):
     those of torch.fft and torch.signal.windows."""
     out = []
     functions = torch._C._VariableFunctions
-    names = [n for n in dir(functions) if not n.startswith("_") and op_takes_device(torch, n)]
+    names = ops_taking_device(torch, [n for n in dir(functions) if not n.startswith("_")])
     for name in names + list(WITHOUT_SCHEMA):
         if hasattr(torch, name):
             out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,

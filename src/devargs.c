@@ -228,7 +228,7 @@ map_device_object(ttn_state *st, PyObject *value, PyObject **out)
 }
 
 int
-ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement)
+ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **as_device)
 {
     PyTypeObject *t = Py_TYPE(v);
     int i;
@@ -243,6 +243,7 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement)
         for (i = 0; i < TTN_STR_CACHE; i++) {
             if (st->str_cache_key[i] == v) {
                 *replacement = st->str_cache_value[i];
+                *as_device = st->str_cache_device[i];
                 return TTN_QUICK_REWRITE;
             }
         }
@@ -259,7 +260,7 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement)
             return TTN_QUICK_KEEP;
         if (index < -1 || st->npu_devices[index + 1] == NULL)
             return TTN_QUICK_SLOW;
-        *replacement = st->npu_devices[index + 1];
+        *replacement = *as_device = st->npu_devices[index + 1];
         return TTN_QUICK_REWRITE;
     }
     if (t == &PyDict_Type || PyUnicode_Check(v))
@@ -345,11 +346,16 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
             if (npu == NULL)
                 return -1;
             if (PyUnicode_CheckExact(value)) {
+                PyObject *device = NULL;
+
+                if (st->device_type != NULL && (device = ttn_npu_device(st, index)) == NULL)
+                    return -1;
                 /* Keys are held, so an address is never reused while cached. */
                 i = st->str_cache_next;
                 st->str_cache_next = (i + 1) % TTN_STR_CACHE;
                 Py_XSETREF(st->str_cache_key[i], Py_NewRef(value));
                 st->str_cache_value[i] = npu;
+                st->str_cache_device[i] = device;
             }
             *out = Py_NewRef(npu);
             return 1;

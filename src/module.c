@@ -617,6 +617,7 @@ module_clear(PyObject *module)
     for (i = 0; i < TTN_STR_CACHE; i++) {
         Py_CLEAR(st->str_cache_key[i]);
         st->str_cache_value[i] = NULL;
+        st->str_cache_device[i] = NULL;
     }
     st->dlpack = NULL;
     Py_CLEAR(st->dlpack_capsule);

@@ -96,6 +96,8 @@ typedef struct ttn_state {
     PyObject *npu_devices[TTN_NPU_SLOTS];
     PyObject *str_cache_key[TTN_STR_CACHE];   /* strong */
     PyObject *str_cache_value[TTN_STR_CACHE]; /* borrowed from npu_strings */
+    PyObject *str_cache_device[TTN_STR_CACHE]; /* the same as a torch.device, borrowed
+                                                * from npu_devices; NULL before torch */
     int str_cache_next;
     int device_hash_ok;   /* > 1: devices decoded from their hash; -1: never */
     int device_layout_ok; /* > 1: devices decoded from their bytes; -1: never */
@@ -156,9 +158,10 @@ int ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index);
 
 /* The wrappers' quick look at one argument, never raising: KEEP (not a
  * CUDA device spec), REWRITE (*replacement, borrowed from the caches, is
- * its npu spelling) or SLOW (anything else: the general path decides). */
+ * its npu spelling, and *as_device the same as a torch.device, or NULL) or
+ * SLOW (anything else: the general path decides). */
 enum { TTN_QUICK_KEEP = 0, TTN_QUICK_REWRITE = 1, TTN_QUICK_SLOW = 2 };
-int ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement);
+int ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **as_device);
 PyObject *ttn_npu_string(ttn_state *st, int index);
 PyObject *ttn_npu_device(ttn_state *st, int index);
 int ttn_kwname_is(PyObject *name, PyObject *interned);

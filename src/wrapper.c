@@ -28,6 +28,7 @@ typedef struct {
     int pos; /* index in the vectorcall arguments of a positional device
               * (or backend) argument; -1 for none */
     int fast; /* a mode the hot path in Wrapper_vectorcall serves */
+    int device_objects; /* hand the target a torch.device for a CUDA string */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
     PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
@@ -249,7 +250,7 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
 {
     ttn_state *st = self->state;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, total, i, slot = -1;
-    PyObject *replacement = NULL, *name = NULL, *stack[TTN_SMALL_ARGS + 1];
+    PyObject *replacement = NULL, *as_device = NULL, *name = NULL, *stack[TTN_SMALL_ARGS + 1];
     int verdict = TTN_QUICK_KEEP;
 
     nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
@@ -257,7 +258,7 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
     if (total > TTN_SMALL_ARGS)
         return wrapper_call_general(self, args, nargsf, kwnames);
     if (self->pos >= 0 && self->pos < nargs) {
-        verdict = ttn_quick_device(st, args[self->pos], &replacement);
+        verdict = ttn_quick_device(st, args[self->pos], &replacement, &as_device);
         if (verdict != TTN_QUICK_KEEP) {
             slot = self->pos;
             name = st->str_device;
@@ -265,12 +266,12 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
     }
     for (i = 0; i < nkw && verdict != TTN_QUICK_SLOW; i++) {
         PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
-        PyObject *r = NULL;
+        PyObject *r = NULL, *d = NULL;
         int v;
 
         if (!is_device_kw(self, kw))
             continue;
-        v = ttn_quick_device(st, args[nargs + i], &r);
+        v = ttn_quick_device(st, args[nargs + i], &r, &d);
         if (v == TTN_QUICK_KEEP)
             continue;
         if (slot >= 0)
@@ -278,6 +279,7 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
         slot = nargs + i;
         name = kw;
         replacement = r;
+        as_device = d;
         verdict = v;
     }
     if (verdict == TTN_QUICK_SLOW)
@@ -288,7 +290,8 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
         return call_target(self->target, args, nargsf, kwnames);
     }
     memcpy(stack + 1, args, sizeof(PyObject *) * (size_t)total);
-    stack[1 + slot] = replacement; /* borrowed: the caches hold it */
+    /* Borrowed: the caches hold them.  The log shows the npu spelling. */
+    stack[1 + slot] = self->device_objects && as_device != NULL ? as_device : replacement;
     ttn_hit_detail(st, self->entry, name, args[slot], replacement);
     return call_target(self->target, stack + 1, (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
                        kwnames);
@@ -335,6 +338,12 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->mode = mode;
     self->pos = pos;
     self->fast = mode == TTN_MODE_DEVICE_ARG || mode == TTN_MODE_REDIRECT;
+    /* torch's builtins (factories, Tensor methods) parse a device argument
+     * in C, where a torch.device is taken as it is and a string is parsed
+     * at every call (about 100 ns).  A Python function gets the string, as
+     * written: it may use it as one. */
+    self->device_objects = mode == TTN_MODE_DEVICE_ARG &&
+                           (PyCFunction_Check(target) || Py_IS_TYPE(target, &PyMethodDescr_Type));
     self->device_kws = Py_NewRef(device_kws);
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;

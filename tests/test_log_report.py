@@ -65,6 +65,23 @@ def test_level_2_logs_every_call(script):
     assert sum("torch.empty" in l for l in lines) == 2  # weight and bias of the Linear
 
 
+def test_every_call_logs_the_npu_spelling(tmp_path):
+    # After the first call the rewrite comes from a cache (and torch's own
+    # functions are handed a torch.device): the log still shows spellings.
+    path = tmp_path / "loop.py"
+    path.write_text("import transfer_to_npu, torch\n"
+                    "x = torch.ones(2)\n"
+                    "for _ in range(3):\n"
+                    "    y = x.to('cuda'); z = torch.zeros(1, device='cuda:0')\n")
+    proc = run_python([str(path)], env={"TRANSFER_TO_NPU_LOG": "2"})
+    assert proc.returncode == 0, proc.stderr
+    lines = _lines(proc.stderr)
+    assert lines == [
+        f"transfer_to_npu: {path}:4: torch.Tensor.to(device='cuda') -> torch.Tensor.to(device='npu')",
+        f"transfer_to_npu: {path}:4: torch.zeros(device='cuda:0') -> torch.zeros(device='npu:0')",
+    ] * 3
+
+
 def test_bad_level_is_a_clear_error(script):
     proc = run_python([str(script)], env={"TRANSFER_TO_NPU_LOG": "verbose"})
     assert proc.returncode != 0

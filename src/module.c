@@ -87,8 +87,10 @@ exit:
 static int install_row(PyObject *module, ttn_state *st, PyObject *row);
 
 /* Install one row of the table:
- *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws)
- * where kws names the keyword arguments that take a device. */
+ *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws[,
+ *    device_objects])
+ * where kws names the keyword arguments that take a device, and
+ * device_objects says that torch parses them as a torch.device. */
 static int
 install_row(PyObject *module, ttn_state *st, PyObject *row)
 {
@@ -96,11 +98,11 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
     PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL;
     PyObject *inner = NULL; /* borrowed from original */
-    int mode, pos, binds, rc = -1;
+    int mode, pos, binds, device_objects = 0, rc = -1;
     ttn_entry *entry;
 
-    if (!PyArg_ParseTuple(row, "sssiOUOipO:table row", &source, &target, &kind, &mode, &owner,
-                          &name, &target_obj, &pos, &binds, &kws))
+    if (!PyArg_ParseTuple(row, "sssiOUOipO|p:table row", &source, &target, &kind, &mode, &owner,
+                          &name, &target_obj, &pos, &binds, &kws, &device_objects))
         goto exit;
     if (PyUnicode_Check(owner)) {
         /* An owner named by path: resolved now, or when its module is
@@ -186,21 +188,21 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     case TTN_MODE_DEVICE_ARG:
     case TTN_MODE_BACKEND:
         replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
-                                      NULL);
+                                      NULL, device_objects);
         break;
     case TTN_MODE_REDIRECT:
         replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
-                                      device_kws, NULL);
+                                      device_kws, NULL, 0);
         break;
     case TTN_MODE_UNSUPPORTED:
         /* The stand-in, or the original itself (kept for isinstance) when
          * calling it must fail. */
         replacement = ttn_wrapper_new(st, binds, inner, target_obj == Py_None ? inner : target_obj,
-                                      entry, mode, -1, device_kws, NULL);
+                                      entry, mode, -1, device_kws, NULL, 0);
         break;
     case TTN_MODE_ARG_REPLACE:
         replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
-                                      target_obj);
+                                      target_obj, 0);
         break;
     case TTN_MODE_ATTRIBUTE:
         if (!PyUnicode_Check(target_obj)) {

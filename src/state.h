@@ -172,7 +172,7 @@ extern PyType_Spec ttn_method_spec;
 extern PyType_Spec ttn_attribute_spec;
 PyObject *ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
                           ttn_entry *entry, int mode, int pos, PyObject *device_kws,
-                          PyObject *value);
+                          PyObject *value, int device_objects);
 PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name,
                             ttn_entry *entry);
 

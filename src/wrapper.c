@@ -323,7 +323,8 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
 
 PyObject *
 ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
-                ttn_entry *entry, int mode, int pos, PyObject *device_kws, PyObject *value)
+                ttn_entry *entry, int mode, int pos, PyObject *device_kws, PyObject *value,
+                int device_objects)
 {
     PyTypeObject *type = binds ? st->method_type : st->function_type;
     WrapperObject *self = PyObject_GC_New(WrapperObject, type);
@@ -338,12 +339,12 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->mode = mode;
     self->pos = pos;
     self->fast = mode == TTN_MODE_DEVICE_ARG || mode == TTN_MODE_REDIRECT;
-    /* torch's builtins (factories, Tensor methods) parse a device argument
-     * in C, where a torch.device is taken as it is and a string is parsed
-     * at every call (about 100 ns).  A Python function gets the string, as
-     * written: it may use it as one. */
-    self->device_objects = mode == TTN_MODE_DEVICE_ARG &&
-                           (PyCFunction_Check(target) || Py_IS_TYPE(target, &PyMethodDescr_Type));
+    /* Where torch parses the device argument as a torch.device in C (the
+     * factories, Tensor.to: the row says so), a torch.device is taken as it
+     * is and a string is parsed at every call (about 100 ns).  Anything
+     * else gets the string, as written: it may use it as one
+     * (torch.is_autocast_enabled('cuda') takes a str). */
+    self->device_objects = mode == TTN_MODE_DEVICE_ARG && device_objects;
     self->device_kws = Py_NewRef(device_kws);
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;

@@ -22,13 +22,14 @@ def _module_rows(module, prefix, schema_prefix, torch):
             fn = fn.__wrapped__  # already migrated: judge the original
         if name.startswith("_") or not callable(fn) or isinstance(fn, type):
             continue
-        if inspect.isbuiltin(fn):
+        builtin = inspect.isbuiltin(fn)
+        if builtin:
             takes = op_takes_device(torch, schema_prefix + name)
         else:
             takes = inspect.isfunction(fn) and takes_device(fn)
         if takes:
             out.append(row(f"{prefix}.{name}", f"{prefix}.{name}", "device_arg",
-                           _C.MODE_DEVICE_ARG, module, name))
+                           _C.MODE_DEVICE_ARG, module, name, device_objects=builtin))
     return out
 
 
@@ -40,8 +41,10 @@ def rows(torch):
     names = ops_taking_device(torch, [n for n in dir(functions) if not n.startswith("_")])
     for name in names + list(WITHOUT_SCHEMA):
         if hasattr(torch, name):
+            # Builtins whose device arguments torch parses as a Device (every
+            # "device" argument of an op schema is typed Device).
             out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,
-                           torch, name))
+                           torch, name, device_objects=inspect.isbuiltin(getattr(torch, name))))
     out += _module_rows(torch.fft, "torch.fft", "fft_", torch)
     out += _module_rows(torch.signal.windows, "torch.signal.windows", "", torch)
     out += _generator_rows(torch)

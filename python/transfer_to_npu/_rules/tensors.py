@@ -20,7 +20,7 @@ def rows(torch):
         row("torch.Tensor.is_cuda", "torch.Tensor.is_npu", "attribute", _C.MODE_ATTRIBUTE, T,
             "is_cuda", "is_npu"),
         row("torch.Tensor.to", "torch.Tensor.to", "device_arg", _C.MODE_DEVICE_ARG, T, "to",
-            pos=1, binds=True),
+            pos=1, binds=True, device_objects=True),
         row("torch.nn.Module.cuda", "torch.nn.Module.npu", "method", _C.MODE_REDIRECT, M,
             "cuda", M.npu, 1, True),
         row("torch.nn.Module.to", "torch.nn.Module.to", "device_arg", _C.MODE_DEVICE_ARG, M,
@@ -28,10 +28,10 @@ def rows(torch):
     ]
     for name in TENSOR_NEW_METHODS:
         out.append(row(f"torch.Tensor.{name}", f"torch.Tensor.{name}", "device_arg",
-                       _C.MODE_DEVICE_ARG, T, name, binds=True))
+                       _C.MODE_DEVICE_ARG, T, name, binds=True, device_objects=True))
     out += [
         row("torch.Tensor.pin_memory", "torch.Tensor.pin_memory", "device_arg",
-            _C.MODE_DEVICE_ARG, T, "pin_memory", pos=1, binds=True),
+            _C.MODE_DEVICE_ARG, T, "pin_memory", pos=1, binds=True, device_objects=True),
         row("torch.nn.Module.to_empty", "torch.nn.Module.to_empty", "device_arg",
             _C.MODE_DEVICE_ARG, M, "to_empty", binds=True),
         row("torch.set_default_device", "torch.set_default_device", "device_arg",

@@ -102,3 +102,30 @@ def test_a_kernel_the_user_registers_before_the_first_tensor_stays_theirs():
         "x = torch.ones(2).cuda()\n"
         "print(x.neg().tolist(), (x - 3).abs().tolist())\n")
     assert out == ["[7.0,", "7.0]", "[2.0,", "2.0]"]
+
+
+def test_a_fork_while_another_thread_registers():
+    # The child of a fork made while another thread holds the registration
+    # (a DataLoader forking its workers) makes its own first npu tensor.
+    out = _run(
+        "import os, threading, time\n"
+        "from transfer_to_npu.backends import virtual\n"
+        "held, release = threading.Event(), threading.Event()\n"
+        "def registering():\n"
+        "    with virtual._completion:\n"
+        "        held.set(); release.wait()\n"
+        "t = threading.Thread(target=registering); t.start(); held.wait()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if (torch.ones(2).cuda() + 1).tolist() == [2.0, 2.0] else 1)\n"
+        "release.set(); t.join()\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline:\n"
+        "    done, status = os.waitpid(pid, os.WNOHANG)\n"
+        "    if done:\n"
+        "        print('child', os.waitstatus_to_exitcode(status)); break\n"
+        "    time.sleep(0.05)\n"
+        "else:\n"
+        "    os.kill(pid, 9); print('child hung')\n"
+        "print((torch.ones(2).cuda() * 3).tolist())\n")
+    assert out == ["child", "0", "[3.0,", "3.0]"]

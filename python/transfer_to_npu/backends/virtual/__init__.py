@@ -7,6 +7,7 @@ results equal the cpu's.  It lets a migration run, and be tested, on any
 machine.
 """
 
+import os
 import threading
 
 import torch
@@ -20,6 +21,18 @@ _installed = False
 # lock, by the first thread to make one.
 _completion = threading.RLock()
 _complete = {"done": False, "running": False}
+
+
+def _after_fork_in_child():
+    # A fork while another thread was registering: that thread is not in
+    # the child, and would hold the lock for ever.  The child registers
+    # what is missing itself (registry.py skips what is there).
+    global _completion
+    _completion = threading.RLock()
+    _complete["running"] = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):

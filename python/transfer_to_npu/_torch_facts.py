@@ -51,6 +51,18 @@ def section(torch, name):
     return _state["sections"].setdefault(name, {})
 
 
+def known(torch, name, keys, learn):
+    """Section ``name`` with a fact for each of ``keys``: those not cached
+    yet are learnt (``learn(key)``) and kept."""
+    facts = section(torch, name)
+    missing = [key for key in keys if key not in facts]
+    for key in missing:
+        facts[key] = learn(key)
+    if missing:
+        changed()
+    return facts
+
+
 def changed():
     _state["dirty"] = True
 

@@ -16,16 +16,14 @@ from .. import _torch_facts
 def ops_taking_device(torch, names):
     """Those of these names whose aten::<name> has an overload with a
     ``device`` argument."""
-    known = _torch_facts.section(torch, "takes_device")
-    missing = [name for name in names if name not in known]
-    for name in missing:
+    def learn(name):
         try:
             schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
         except RuntimeError:
             schemas = []
-        known[name] = any(arg.name == "device" for schema in schemas for arg in schema.arguments)
-    if missing:
-        _torch_facts.changed()
+        return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
+
+    known = _torch_facts.known(torch, "takes_device", names, learn)
     return [name for name in names if known[name]]
 
 

@@ -584,13 +584,10 @@ def _dispatched_by_device(names):
     argument (their BackendSelect kernel): factories, and ``.to()``.  They
     are the only ops that reach the npu before an npu tensor exists.
     Cached per torch build."""
-    facts = _torch_facts.section(torch, "backend_select")
-    missing = [name for name in names if name not in facts]
-    for name in missing:
-        facts[name] = torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}",
-                                                                     "BackendSelect")
-    if missing:
-        _torch_facts.changed()
+    facts = _torch_facts.known(
+        torch, "backend_select", names,
+        lambda name: torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}",
+                                                                    "BackendSelect"))
     return {name for name in names if facts[name]}
 
 

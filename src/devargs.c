@@ -234,11 +234,7 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **
     int i;
 
     if (t == &PyUnicode_Type) {
-        /* Only what starts "cuda" can be one; an ASCII string shows that
-         * without conversion. */
-        if (PyUnicode_GET_LENGTH(v) < 4)
-            return TTN_QUICK_KEEP;
-        if (PyUnicode_IS_COMPACT_ASCII(v) && memcmp(PyUnicode_DATA(v), "cuda", 4) != 0)
+        if (!ttn_may_be_cuda(v))
             return TTN_QUICK_KEEP;
         for (i = 0; i < TTN_STR_CACHE; i++) {
             if (st->str_cache_key[i] == v) {
@@ -326,8 +322,7 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
         int index, i;
         PyObject *npu;
 
-        /* Shorter than "cuda": cannot be one; skip the UTF-8 view. */
-        if (PyUnicode_GET_LENGTH(value) < 4)
+        if (!ttn_may_be_cuda(value))
             return 0;
         /* The same string objects come back call after call (constants in
          * the user's code): remembered by identity, no parsing. */

@@ -112,9 +112,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     if (spec == NULL || !PyUnicode_Check(spec))
         return original(type, args, kwds);
-    /* Only a string that starts "cuda" can be one ('npu', 'cpu' go straight on). */
-    if (PyUnicode_GET_LENGTH(spec) < 4 || PyUnicode_READ_CHAR(spec, 0) != 'c' ||
-        PyUnicode_READ_CHAR(spec, 1) != 'u')
+    if (!ttn_may_be_cuda(spec))
         return original(type, args, kwds);
     s = PyUnicode_AsUTF8AndSize(spec, &len);
     if (s == NULL)

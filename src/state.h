@@ -10,6 +10,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <string.h>
+
 #include "ttn/devspec.h"
 #include "ttn/dlpack_abi.h"
 #include "ttn/ptrmap.h"
@@ -155,6 +157,16 @@ int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *arg
                    ttn_entry *entry);
 int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
 int ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index);
+
+/* Whether a str could be a CUDA device spec at all: only one that starts
+ * "cuda" (exactly: devspec.c's rule) can, which an ASCII string shows
+ * without a UTF-8 view.  'npu', 'cpu' and names go straight on. */
+static inline int
+ttn_may_be_cuda(PyObject *s)
+{
+    return PyUnicode_GET_LENGTH(s) >= 4 &&
+           (!PyUnicode_IS_COMPACT_ASCII(s) || memcmp(PyUnicode_DATA(s), "cuda", 4) == 0);
+}
 
 /* The wrappers' quick look at one argument, never raising: KEEP (not a
  * CUDA device spec), REWRITE (*replacement, borrowed from the caches, is

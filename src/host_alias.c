@@ -513,6 +513,18 @@ host_pin(PyObject *module, PyObject *tensor)
     return pin(ttn_get_state(module), tensor);
 }
 
+/* keep_to_exit(obj): a reference the interpreter never drops.  For what
+ * must not be freed during finalisation: the last reference then taken by
+ * a foreign thread would make it take the interpreter lock, which ends the
+ * thread wherever it is (see hccl.py). */
+static PyObject *
+host_keep_to_exit(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_INCREF(obj);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 host_is_pinned(PyObject *module, PyObject *address)
 {
@@ -555,6 +567,8 @@ PyMethodDef ttn_host_alias_methods[] = {
      "pin(cpu_tensor) -> cpu tensor over the same memory, pinned until torch frees it"},
     {"is_pinned", host_is_pinned, METH_O,
      "is_pinned(data_address) -> whether pin() made the memory at that address"},
+    {"keep_to_exit", host_keep_to_exit, METH_O,
+     "keep_to_exit(obj): keep obj alive until the process exits"},
     {"set_current_device", host_set_current_device, METH_O,
      "set_current_device(index): the device npu results without one go to"},
     {NULL, NULL, 0, NULL},

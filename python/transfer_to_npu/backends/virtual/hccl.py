@@ -18,12 +18,15 @@ asynchronous.  gloo does every reduction torch defines for it on every
 dtype, AVG and bf16 included.
 """
 
+import atexit
+import os
+import threading
 import warnings
 import weakref
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import ProcessGroup
+from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ... import _C
 
@@ -38,6 +41,27 @@ _routes = weakref.WeakKeyDictionary()
 
 # Registrations live as long as this library does.
 _libraries = []
+
+# Collectives that may still be running, with the tensors they were given
+# (the npu tensors and their host aliases).  Whoever drops the last
+# reference to one of these runs Python (torch frees a tensor's Python
+# object, then ours free the npu memory), taking the interpreter lock.  On
+# a gloo thread after the interpreter has begun to finalise, that ends the
+# thread in the middle of a C++ destructor, and the process aborts
+# ("terminate called without an active exception") after the script
+# itself has finished.  So the last reference stays here, on a Python
+# thread, until the collective is seen complete; those still running at
+# exit are kept for good (_keep_running_at_exit).
+_in_flight = []
+_in_flight_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _in_flight_lock
+    _in_flight_lock = threading.Lock()  # a thread holding it is not in the child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _create(opts, backend_options):
@@ -105,12 +129,32 @@ def _kernel(op):
         host = [_host(a) for a in args]
         host[group] = _route(args[group])
         result = op(*host, **kwargs)
+        _hold(result[1] if returns_tensors else result, (args, host, result))
         if returns_tensors:
             return args[0], result[1]
         return result
 
     run.__name__ = run.__qualname__ = f"npu_{op.__name__}"
     return run
+
+
+def _hold(boxed_work, tensors):
+    """Keep ``tensors`` until the collective of ``boxed_work`` is complete;
+    let go of those of the collectives that are."""
+    work = Work.unbox(boxed_work)
+    with _in_flight_lock:
+        before = _in_flight[:]
+        _in_flight[:] = [held for held in before if not held[0].is_completed()]
+        _in_flight.append((work, tensors))
+    # `before` goes here, outside the lock: freeing tensors runs Python.
+
+
+def _keep_running_at_exit():
+    """At exit, before the interpreter finalises: what collectives still
+    hold is never let go of, so no gloo thread drops the last reference."""
+    with _in_flight_lock:
+        _C.keep_to_exit(list(_in_flight))
+        _in_flight.clear()
 
 
 def _ops():
@@ -128,6 +172,7 @@ def install():
     """Register ``hccl`` for the npu device."""
     if dist.is_available() and NAME not in dist.Backend.backend_list:
         dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["npu"])
+        atexit.register(_keep_running_at_exit)
 
 
 def register():

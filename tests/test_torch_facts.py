@@ -5,6 +5,8 @@ import glob
 import json
 import os
 
+import pytest
+
 from conftest import run_python
 
 PROBE = """
@@ -21,33 +23,49 @@ def _run(cache_dir):
     return proc.stdout.split()
 
 
-def _cache_file(cache_dir):
-    files = glob.glob(os.path.join(str(cache_dir), "torch-*.json"))
-    assert len(files) == 1, files
-    return files[0]
+def _section_file(cache_dir, section):
+    """The file of one section of facts: one directory per torch build."""
+    builds = glob.glob(os.path.join(str(cache_dir), "torch-*"))
+    assert len(builds) == 1, builds
+    return os.path.join(builds[0], f"{section}.json")
 
 
 def test_written_once_then_read(tmp_path):
     assert _run(tmp_path) == ["True", "npu:0", "10.0"]
-    path = _cache_file(tmp_path)
+    takes_device = json.load(open(_section_file(tmp_path, "takes_device")))
+    assert takes_device["facts"]["zeros"] is True
+    path = _section_file(tmp_path, "host_kernels")
     data = json.load(open(path))
-    assert data["sections"]["takes_device"]["zeros"] is True
-    assert "aten::add.Tensor" in data["sections"]["host_kernels"]["names"]
+    assert "aten::add.Tensor" in data["facts"]["names"]
+    factories = json.load(open(_section_file(tmp_path, "backend_select")))["facts"]
+    assert "aten::empty.memory_format" in factories["host_kernels"]
+    assert "aten::_to_copy" in factories["names"]
     # A process that finds the facts reads them rather than torch: with
     # add.Tensor taken out, the npu has no kernel of its own for it (the
     # generic fallback still runs it).
-    data["sections"]["host_kernels"]["names"].remove("aten::add.Tensor")
+    data["facts"]["names"].remove("aten::add.Tensor")
     json.dump(data, open(path, "w"))
     assert _run(tmp_path) == ["False", "npu:0", "10.0"]
 
 
-def test_corrupt_cache_is_learnt_again(tmp_path):
+def test_import_reads_only_what_it_needs(tmp_path):
+    # The cpu kernels' list is for the first npu tensor, not for the import.
     _run(tmp_path)
-    path = _cache_file(tmp_path)
+    probe = ("import torch, transfer_to_npu; from transfer_to_npu import _torch_facts; "
+             "print(sorted(_torch_facts._state['sections']))")
+    proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["['backend_select',", "'takes_device']"]
+
+
+@pytest.mark.parametrize("section", ["host_kernels", "backend_select", "takes_device"])
+def test_corrupt_cache_is_learnt_again(tmp_path, section):
+    _run(tmp_path)
+    path = _section_file(tmp_path, section)
     with open(path, "w") as f:
         f.write("{not json")
     assert _run(tmp_path) == ["True", "npu:0", "10.0"]
-    assert "host_kernels" in json.load(open(path))["sections"]
+    assert json.load(open(path))["facts"]
 
 
 def test_no_cache(tmp_path):

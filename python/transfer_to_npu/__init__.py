@@ -77,9 +77,16 @@ _NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {"torch", __nam
 
 
 def _user_modules():
-    return [m for n, m in list(sys.modules.items())
-            if m is not None and (n.partition(".")[0] not in _NOT_USER
-                                  or n.startswith("torch.cuda."))]
+    out = []
+    for name, module in list(sys.modules.items()):
+        if module is None:
+            continue
+        if name.startswith("torch."):  # most modules are torch's: tested first
+            if name.startswith("torch.cuda."):
+                out.append(module)
+        elif name.partition(".")[0] not in _NOT_USER:
+            out.append(module)
+    return out
 
 
 def enable():

@@ -2,8 +2,9 @@
 every process start (which ops take a device, which ops have a cpu kernel),
 cached on disk per build.
 
-The cache is a JSON file per torch build in ``TRANSFER_TO_NPU_CACHE_DIR``
-(default ``~/.cache/transfer_to_npu``; an empty value turns it off).  A
+The cache is a directory per torch build in ``TRANSFER_TO_NPU_CACHE_DIR``
+(default ``~/.cache/transfer_to_npu``; an empty value turns it off), with a
+JSON file per section.  A
 cache that cannot be read or written is simply not used: every fact can be
 learnt again from torch.
 """
@@ -12,9 +13,11 @@ import hashlib
 import json
 import os
 
-FORMAT = 2
+FORMAT = 3
 
-_state = {"key": None, "path": None, "sections": {}, "dirty": False}
+# Each section is a file of its own, read when first asked for: the import
+# reads only the small ones it needs, and the first npu tensor the rest.
+_state = {"key": None, "directory": None, "sections": {}, "dirty": set()}
 
 
 def _cache_dir():
@@ -25,30 +28,43 @@ def _cache_dir():
     return os.path.join(base, "transfer_to_npu")
 
 
-def _load(torch):
+def _select(torch):
     key = f"{FORMAT}|{torch.__version__}|{getattr(torch.version, 'git_version', '')}"
     if _state["key"] == key:
         return
-    _state.update(key=key, path=None, sections={}, dirty=False)
     directory = _cache_dir()
-    if directory is None:
-        return
-    digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-    _state["path"] = os.path.join(directory, f"torch-{digest}.json")
+    if directory is not None:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:16]
+        directory = os.path.join(directory, f"torch-{digest}")
+    _state.update(key=key, directory=directory, sections={}, dirty=set())
+
+
+def _path(name):
+    return os.path.join(_state["directory"], f"{name}.json")
+
+
+def _read(name):
+    if _state["directory"] is None:
+        return {}
     try:
-        with open(_state["path"]) as f:
+        with open(_path(name)) as f:
             data = json.load(f)
-        if data.get("key") == key and isinstance(data.get("sections"), dict):
-            _state["sections"] = data["sections"]
     except (OSError, ValueError):
-        pass
+        return {}
+    if not isinstance(data, dict) or data.get("key") != _state["key"]:
+        return {}
+    facts = data.get("facts")
+    return facts if isinstance(facts, dict) else {}
 
 
 def section(torch, name):
     """The cached facts called ``name`` for this torch build: a dict to read
-    and to fill (then call changed())."""
-    _load(torch)
-    return _state["sections"].setdefault(name, {})
+    and to fill (then call changed(name))."""
+    _select(torch)
+    facts = _state["sections"].get(name)
+    if facts is None:
+        facts = _state["sections"][name] = _read(name)
+    return facts
 
 
 def known(torch, name, keys, learn):
@@ -59,28 +75,33 @@ def known(torch, name, keys, learn):
     for key in missing:
         facts[key] = learn(key)
     if missing:
-        changed()
+        changed(name)
     return facts
 
 
-def changed():
-    _state["dirty"] = True
+def changed(name):
+    _state["dirty"].add(name)
 
 
 def save():
-    """Write the facts learnt in this process, if any (atomically: ranks of
-    one job may write at once)."""
-    if not _state["dirty"] or _state["path"] is None:
+    """Write the sections learnt in this process, if any (atomically: ranks
+    of one job may write at once)."""
+    if not _state["dirty"] or _state["directory"] is None:
         return
-    _state["dirty"] = False
-    tmp = f"{_state['path']}.{os.getpid()}.tmp"
+    dirty, _state["dirty"] = _state["dirty"], set()
     try:
-        os.makedirs(os.path.dirname(_state["path"]), exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump({"key": _state["key"], "sections": _state["sections"]}, f)
-        os.replace(tmp, _state["path"])
+        os.makedirs(_state["directory"], exist_ok=True)
     except OSError:
+        return
+    for name in sorted(dirty):
+        path = _path(name)
+        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            os.unlink(tmp)
+            with open(tmp, "w") as f:
+                json.dump({"key": _state["key"], "facts": _state["sections"][name]}, f)
+            os.replace(tmp, path)
         except OSError:
-            pass
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

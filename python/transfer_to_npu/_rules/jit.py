@@ -57,11 +57,13 @@ def _script(torch, original):
     return script
 
 
-def _compile(original, default_backend):
+def _compile(original):
     @functools.wraps(original)
     def compile(model=None, **kwargs):
         if kwargs.get("backend") in (None, "inductor"):
-            kwargs["backend"] = default_backend
+            from ..backends.virtual import compiler
+
+            kwargs["backend"] = compiler.aot_eager
         return original(model, **kwargs)
 
     return compile
@@ -75,11 +77,9 @@ def rows(torch):
     out = [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
                _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=())]
     if backends.installed == "virtual":
-        from ..backends.virtual import compiler
-
         out.append(row("torch.compile(backend='inductor')", "torch.compile(backend='aot_eager')",
-                       "function", _C.MODE_REDIRECT, torch, "compile",
-                       _compile(torch.compile, compiler.aot_eager), kws=()))
+                       "function", _C.MODE_REDIRECT, torch, "compile", _compile(torch.compile),
+                       kws=()))
     return out
 
 

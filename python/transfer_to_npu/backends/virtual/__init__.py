@@ -82,9 +82,8 @@ def install(backend_module=None):
     pinned.install()
     storage.install()
     devices.install_autograd_workaround()
-    from . import hccl, storage_resize
+    from . import hccl
 
-    storage_resize.install()
     hccl.install()
     _installed = True
 
@@ -99,11 +98,13 @@ def complete():
             return _complete["done"]
         _complete["running"] = True
         try:
-            from . import amp, hccl, ops
+            from . import amp, hccl, ops, storage_resize
 
             ops.register(factories=False)
             amp.register()
             hccl.register()
+            # Only npu storages are resized here, and there are none yet.
+            storage_resize.install()
             _complete["done"] = True
         finally:
             _complete["running"] = False

@@ -407,13 +407,17 @@ def _host_kernel_names():
     (``remainder.Scalar``...): they only wrap the number and call the
     Tensor overload, which takes a number badly through a Python kernel.
     What comes from torch is fixed for a build, and cached with it."""
-    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
-                                         *_METADATA_VIEWS)}
     facts = _torch_facts.section(torch, "host_kernels")
     if "names" not in facts:
         facts["names"] = sorted(_torch_host_kernel_names())
-        _torch_facts.changed()
+        _torch_facts.changed("host_kernels")
+    own = _own_names()
     return [name for name in facts["names"] if name not in own]
+
+
+def _own_names():
+    return {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
+                                         *_METADATA_VIEWS)}
 
 
 def _torch_host_kernel_names():
@@ -551,10 +555,10 @@ def classify(op):
     return None
 
 
-def _kernels():
-    """Every npu kernel registered here: (op name, dispatch key, a maker of
-    the kernel).  Makers, as looking an op up takes tens of microseconds
-    and most kernels are only made at the first npu tensor."""
+def _own_kernels():
+    """The npu kernels written here: (op name, dispatch key, a maker of the
+    kernel).  Makers, as looking an op up takes tens of microseconds and
+    most kernels are only made at the first npu tensor."""
     for name, fn in _IMPLS.items():
         yield name, "PrivateUse1", lambda fn=fn: fn
     for name in _METADATA_VIEWS:
@@ -567,10 +571,6 @@ def _kernels():
             _C.host_run, op_of(name), fn)
     for key in attention.KEYS:
         yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
-    for qualified in _host_kernel_names():
-        # By name: the C core resolves the op at its first call.
-        yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: functools.partial(
-            _C.host_call, q)
     # _copy_from resolves the conjugate and negative bits itself; torch's
     # generic handling of them would clone the input, which copies through
     # _copy_from again, without end.
@@ -579,28 +579,47 @@ def _kernels():
             yield name, key, lambda: torch.library.fallthrough_kernel
 
 
-def _dispatched_by_device(names):
-    """Those of these ops that torch sends to a backend by their device
-    argument (their BackendSelect kernel): factories, and ``.to()``.  They
-    are the only ops that reach the npu before an npu tensor exists.
-    Cached per torch build."""
-    facts = _torch_facts.known(
-        torch, "backend_select", names,
-        lambda name: torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}",
-                                                                    "BackendSelect"))
-    return {name for name in names if facts[name]}
+def _dispatched_by_device():
+    """The aten ops that torch sends to a backend by their device argument
+    (their BackendSelect kernel): factories, and ``.to()``.  They are the
+    only ops that reach the npu before an npu tensor exists.  Those of them
+    with a cpu kernel, too.  Cached per torch build."""
+    facts = _torch_facts.section(torch, "backend_select")
+    if "names" not in facts:
+        names = {q for q in torch._C._dispatch_get_registrations_for_dispatch_key("BackendSelect")
+                 if q.startswith("aten::")}
+        facts["names"] = sorted(names)
+        facts["host_kernels"] = sorted(names & _torch_host_kernel_names())
+        _torch_facts.changed("backend_select")
+    return facts
+
+
+def _kernels(factories):
+    """The kernels of the ops dispatched by a device argument
+    (``factories``), or of all the others: (op name, key, maker)."""
+    facts = _dispatched_by_device()
+    by_device = set(facts["names"])
+    for name, key, make in _own_kernels():
+        if (f"aten::{name}" in by_device) == factories:
+            yield name, key, make
+    if factories:
+        own = _own_names()
+        names = [q for q in facts["host_kernels"] if q not in own]
+    else:
+        names = [q for q in _host_kernel_names() if q not in by_device]
+    for qualified in names:
+        # By name: the C core resolves the op at its first call.
+        yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: functools.partial(
+            _C.host_call, q)
 
 
 def register(factories):
     """Register the kernels of the ops dispatched by a device argument
     (``factories=True``: at install), or all the others and the fallback
     (``factories=False``: once an npu tensor is about to exist)."""
-    kernels = list(_kernels())
-    by_device = _dispatched_by_device({name for name, _, _ in kernels})
     lib = torch.library.Library("aten", "IMPL")
-    for name, key, make in kernels:
-        if (name in by_device) == factories:
-            registry.impl(lib, name, make, key)
+    for name, key, make in _kernels(factories):
+        registry.impl(lib, name, make, key)
     _libraries.append(lib)
     if not factories:
         fallback = torch.library.Library("_", "IMPL")

@@ -399,25 +399,18 @@ def _host_override(qualified):
 
 
 def _host_kernel_names():
-    """aten ops the npu runs with the cpu's own kernel: those that have one,
-    but for the ops handled here and the in-place view ops (``resize_``,
-    ``set_``), which change the npu tensor itself; and those whose
-    CompositeImplicitAutograd kernel is also their autograd, which a
-    backend kernel would hide.  Plus the composite Scalar overloads
-    (``remainder.Scalar``...): they only wrap the number and call the
-    Tensor overload, which takes a number badly through a Python kernel.
+    """aten ops the npu can run with the cpu's own kernel: those that have
+    one, but for those whose CompositeImplicitAutograd kernel is also their
+    autograd, which a backend kernel would hide.  Plus the composite Scalar
+    overloads (``remainder.Scalar``...): they only wrap the number and call
+    the Tensor overload, which takes a number badly through a Python
+    kernel.  (Those with a kernel written here are left out by _kernels.)
     What comes from torch is fixed for a build, and cached with it."""
     facts = _torch_facts.section(torch, "host_kernels")
     if "names" not in facts:
         facts["names"] = sorted(_torch_host_kernel_names())
         _torch_facts.changed("host_kernels")
-    own = _own_names()
-    return [name for name in facts["names"] if name not in own]
-
-
-def _own_names():
-    return {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
-                                         *_METADATA_VIEWS)}
+    return facts["names"]
 
 
 def _torch_host_kernel_names():
@@ -602,15 +595,17 @@ def _kernels(factories):
     for name, key, make in _own_kernels():
         if (f"aten::{name}" in by_device) == factories:
             yield name, key, make
-    if factories:
-        own = _own_names()
-        names = [q for q in facts["host_kernels"] if q not in own]
-    else:
-        names = [q for q in _host_kernel_names() if q not in by_device]
+    names = (facts["host_kernels"] if factories
+             else [q for q in _host_kernel_names() if q not in by_device])
+    # Not the ops written here, among them the in-place view ops (resize_,
+    # set_), which change the npu tensor itself.
+    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
+                                        *_METADATA_VIEWS)}
     for qualified in names:
-        # By name: the C core resolves the op at its first call.
-        yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: functools.partial(
-            _C.host_call, q)
+        if qualified not in own:
+            # By name: the C core resolves the op at its first call.
+            yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: (
+                functools.partial(_C.host_call, q))
 
 
 def register(factories):

@@ -32,8 +32,9 @@ def _section_file(cache_dir, section):
 
 def test_written_once_then_read(tmp_path):
     assert _run(tmp_path) == ["True", "npu:0", "10.0"]
-    takes_device = json.load(open(_section_file(tmp_path, "takes_device")))
-    assert takes_device["facts"]["zeros"] is True
+    builtins = json.load(open(_section_file(tmp_path, "device_builtins")))["facts"]
+    assert "zeros" in builtins["torch"] and "add" not in builtins["torch"]
+    assert "fftfreq" in builtins["torch.fft"]
     path = _section_file(tmp_path, "host_kernels")
     data = json.load(open(path))
     assert "aten::add.Tensor" in data["facts"]["names"]
@@ -48,6 +49,21 @@ def test_written_once_then_read(tmp_path):
     assert _run(tmp_path) == ["False", "npu:0", "10.0"]
 
 
+def test_rules_read_which_builtins_take_a_device(tmp_path):
+    # The torch.* functions given a device-argument row come from the cache
+    # once it is written: with zeros taken out, torch.zeros is not mapped.
+    _run(tmp_path)
+    path = _section_file(tmp_path, "device_builtins")
+    data = json.load(open(path))
+    data["facts"]["torch"].remove("zeros")
+    json.dump(data, open(path, "w"))
+    probe = ("import torch, transfer_to_npu; print(sorted(m['source'] for m in "
+             "transfer_to_npu.mappings() if m['source'] in ('torch.zeros', 'torch.ones')))")
+    proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['torch.ones']"
+
+
 def test_import_reads_only_what_it_needs(tmp_path):
     # The cpu kernels' list is for the first npu tensor, not for the import.
     _run(tmp_path)
@@ -55,10 +71,10 @@ def test_import_reads_only_what_it_needs(tmp_path):
              "print(sorted(_torch_facts._state['sections']))")
     proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["['backend_select',", "'takes_device']"]
+    assert proc.stdout.split() == ["['backend_select',", "'device_builtins']"]
 
 
-@pytest.mark.parametrize("section", ["host_kernels", "backend_select", "takes_device"])
+@pytest.mark.parametrize("section", ["host_kernels", "backend_select", "device_builtins"])
 def test_corrupt_cache_is_learnt_again(tmp_path, section):
     _run(tmp_path)
     path = _section_file(tmp_path, section)

@@ -1,5 +1,5 @@
 """Facts about the running torch build that take milliseconds to learn at
-every process start (which ops take a device, which ops have a cpu kernel),
+every process start (which builtins take a device, which ops have a cpu kernel),
 cached on disk per build.
 
 The cache is a directory per torch build in ``TRANSFER_TO_NPU_CACHE_DIR``
@@ -9,7 +9,6 @@ cache that cannot be read or written is simply not used: every fact can be
 learnt again from torch.
 """
 
-import hashlib
 import json
 import os
 
@@ -34,8 +33,10 @@ def _select(torch):
         return
     directory = _cache_dir()
     if directory is not None:
-        digest = hashlib.sha1(key.encode()).hexdigest()[:16]
-        directory = os.path.join(directory, f"torch-{digest}")
+        # Named after the key itself (a hash costs more than reading a
+        # section).
+        name = "".join(c if c.isalnum() or c in ".+-" else "_" for c in key.replace("|", "-"))
+        directory = os.path.join(directory, f"torch-{name}")
     _state.update(key=key, directory=directory, sections={}, dirty=set())
 
 
@@ -64,18 +65,6 @@ def section(torch, name):
     facts = _state["sections"].get(name)
     if facts is None:
         facts = _state["sections"][name] = _read(name)
-    return facts
-
-
-def known(torch, name, keys, learn):
-    """Section ``name`` with a fact for each of ``keys``: those not cached
-    yet are learnt (``learn(key)``) and kept."""
-    facts = section(torch, name)
-    missing = [key for key in keys if key not in facts]
-    for key in missing:
-        facts[key] = learn(key)
-    if missing:
-        changed(name)
     return facts
 
 

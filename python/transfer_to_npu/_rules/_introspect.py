@@ -3,33 +3,20 @@ process start.
 
 * Parameter names of Python functions come from their code objects
   (inspect.signature costs tens of microseconds a call).
-* Which ops take a device comes from torch's op schemas: several hundred
-  lookups, fixed for a torch build, so they are cached on disk per build
-  (``_torch_facts``).
+* Which ops take a device comes from torch's op schemas (the rules that
+  look up hundreds cache the answers per torch build, ``_torch_facts``).
 """
 
 import inspect
 
-from .. import _torch_facts
-
-
-def ops_taking_device(torch, names):
-    """Those of these names whose aten::<name> has an overload with a
-    ``device`` argument."""
-    def learn(name):
-        try:
-            schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
-        except RuntimeError:
-            schemas = []
-        return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
-
-    known = _torch_facts.known(torch, "takes_device", names, learn)
-    return [name for name in names if known[name]]
-
 
 def op_takes_device(torch, name):
     """Whether any overload of aten::<name> has a ``device`` argument."""
-    return bool(ops_taking_device(torch, [name]))
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
+    except RuntimeError:
+        return False
+    return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
 
 
 def _code(fn):

@@ -3,50 +3,76 @@ functions, found in torch's op schemas and function signatures."""
 
 import inspect
 
-from .. import _C
-from ._introspect import op_takes_device, ops_taking_device, takes_device
+from .. import _C, _torch_facts
+from ._introspect import op_takes_device, takes_device
 from ._row import row
 
 # Device-taking factories that are Python bindings without an op schema.
 WITHOUT_SCHEMA = ("asarray",)
 
+# (module, the prefix of its ops' schema names) per module whose functions
+# are scanned.
+_MODULES = (("torch", ""), ("torch.fft", "fft_"), ("torch.signal.windows", ""))
 
-def _module_rows(module, prefix, schema_prefix, torch):
-    """Rows for the public functions of a module that take a device: a
-    builtin by its op schema (aten::<schema_prefix><name>), a Python
-    function by its signature."""
-    out = []
-    for name in sorted(dir(module)):
-        fn = getattr(module, name)
-        if hasattr(fn, "__npu_source__"):
-            fn = fn.__wrapped__  # already migrated: judge the original
-        if name.startswith("_") or not callable(fn) or isinstance(fn, type):
-            continue
-        builtin = inspect.isbuiltin(fn)
-        if builtin:
-            takes = op_takes_device(torch, schema_prefix + name)
-        else:
-            takes = inspect.isfunction(fn) and takes_device(fn)
-        if takes:
-            out.append(row(f"{prefix}.{name}", f"{prefix}.{name}", "device_arg",
-                           _C.MODE_DEVICE_ARG, module, name, device_objects=builtin))
-    return out
+
+def _module(torch, dotted):
+    module = torch
+    for part in dotted.split(".")[1:]:
+        module = getattr(module, part)
+    return module
+
+
+def _original(fn):
+    # Already migrated: judge the original.
+    return fn.__wrapped__ if hasattr(fn, "__npu_source__") else fn
+
+
+def _builtins_taking_device(torch):
+    """Per module, the names of its builtins whose op schema has a device
+    argument.  Several hundred schema lookups, fixed for a torch build:
+    cached per build."""
+    facts = _torch_facts.section(torch, "device_builtins")
+    if not all(isinstance(facts.get(dotted), list)
+               and all(isinstance(name, str) for name in facts[dotted]) for dotted, _ in _MODULES):
+        for dotted, schema_prefix in _MODULES:
+            module = _module(torch, dotted)
+            # torch.*'s builtins are those of _VariableFunctions (dir() of
+            # torch itself also lists its submodules and Python helpers).
+            scanned = torch._C._VariableFunctions if module is torch else module
+            facts[dotted] = [
+                name for name in sorted(dir(scanned))
+                if not name.startswith("_") and inspect.isbuiltin(_original(getattr(scanned, name)))
+                and op_takes_device(torch, schema_prefix + name)]
+        _torch_facts.changed("device_builtins")
+    return facts
+
+
+def _python_functions(module):
+    """The names of a module's public Python functions with a device
+    parameter."""
+    return [name for name in dir(module) if not name.startswith("_")
+            and inspect.isfunction(_original(getattr(module, name)))
+            and takes_device(_original(getattr(module, name)))]
 
 
 def rows(torch):
     """Every torch.* function whose op schema has a ``device`` argument, and
-    those of torch.fft and torch.signal.windows."""
+    those of torch.fft and torch.signal.windows, builtins or not."""
     out = []
-    functions = torch._C._VariableFunctions
-    names = ops_taking_device(torch, [n for n in dir(functions) if not n.startswith("_")])
-    for name in names + list(WITHOUT_SCHEMA):
-        if hasattr(torch, name):
-            # Builtins whose device arguments torch parses as a Device (every
-            # "device" argument of an op schema is typed Device).
-            out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,
-                           torch, name, device_objects=inspect.isbuiltin(getattr(torch, name))))
-    out += _module_rows(torch.fft, "torch.fft", "fft_", torch)
-    out += _module_rows(torch.signal.windows, "torch.signal.windows", "", torch)
+    builtins = _builtins_taking_device(torch)
+    for dotted, _ in _MODULES:
+        module = _module(torch, dotted)
+        if module is torch:
+            names = builtins[dotted] + list(WITHOUT_SCHEMA)
+        else:
+            names = sorted(builtins[dotted] + _python_functions(module))
+        for name in names:
+            if hasattr(module, name):
+                # Builtins' device arguments torch parses as a Device (every
+                # "device" argument of an op schema is typed Device).
+                out.append(row(f"{dotted}.{name}", f"{dotted}.{name}", "device_arg",
+                               _C.MODE_DEVICE_ARG, module, name,
+                               device_objects=inspect.isbuiltin(_original(getattr(module, name)))))
     out += _generator_rows(torch)
     return out
 

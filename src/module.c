@@ -338,23 +338,72 @@ module_disable(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Whether the module called `name` may hold names its code bound: not in
+ * one of the top-level packages of `skip`, unless it is under one of the
+ * prefixes of `keep`.  1, 0, or -1 with an error set. */
+static int
+may_bind_names(PyObject *name, PyObject *skip, PyObject *keep)
+{
+    Py_ssize_t i, len = PyUnicode_GET_LENGTH(name), dot;
+    PyObject *top;
+    int r;
+
+    for (i = 0; i < PyTuple_GET_SIZE(keep); i++) {
+        Py_ssize_t match = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(keep, i), 0, len, -1);
+
+        if (match != 0)
+            return match < 0 ? -1 : 1;
+    }
+    dot = PyUnicode_FindChar(name, '.', 0, len, 1);
+    if (dot == -2)
+        return -1;
+    top = dot == -1 ? Py_NewRef(name) : PyUnicode_Substring(name, 0, dot);
+    if (top == NULL)
+        return -1;
+    r = PySet_Contains(skip, top);
+    Py_DECREF(top);
+    return r < 0 ? -1 : !r;
+}
+
 static PyObject *
-module_rebind(PyObject *module, PyObject *modules)
+module_rebind(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *seq = NULL, *result = NULL;
+    PyObject *modules, *skip, *keep, *items = NULL, *result = NULL;
     Py_ssize_t i, total = 0;
 
+    if (!PyArg_ParseTuple(args, "O!O!O!:rebind", &PyDict_Type, &modules, &PyFrozenSet_Type,
+                          &skip, &PyTuple_Type, &keep))
+        goto exit;
+    for (i = 0; i < PyTuple_GET_SIZE(keep); i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(keep, i))) {
+            PyErr_Format(PyExc_TypeError, "rebind(): keep must hold str prefixes, not %R",
+                         PyTuple_GET_ITEM(keep, i));
+            goto exit;
+        }
+    }
     if (!st->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "rebind(): migration is not enabled");
         goto exit;
     }
-    seq = PySequence_Fast(modules, "rebind() takes a sequence of modules");
-    if (seq == NULL)
+    /* A snapshot: rebinding must not meet sys.modules changing under it. */
+    items = PyDict_Items(modules);
+    if (items == NULL)
         goto exit;
-    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        Py_ssize_t n = ttn_rebind(st, PySequence_Fast_GET_ITEM(seq, i));
+    for (i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *name = PyTuple_GET_ITEM(item, 0);
+        Py_ssize_t n;
+        int r;
 
+        if (!PyUnicode_Check(name))
+            continue;
+        r = may_bind_names(name, skip, keep);
+        if (r < 0)
+            goto exit;
+        if (r == 0)
+            continue;
+        n = ttn_rebind(st, PyTuple_GET_ITEM(item, 1));
         if (n < 0)
             goto exit;
         total += n;
@@ -362,7 +411,7 @@ module_rebind(PyObject *module, PyObject *modules)
     result = PyLong_FromSsize_t(total);
 
 exit:
-    Py_XDECREF(seq);
+    Py_XDECREF(items);
     return result;
 }
 
@@ -441,9 +490,11 @@ static PyMethodDef module_methods[] = {
      "enable(rows): install every row of the mapping table (all or nothing)"},
     {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
     {"is_enabled", module_is_enabled, METH_NOARGS, NULL},
-    {"rebind", module_rebind, METH_O,
-     "rebind(modules) -> n: rebind the names in these modules' globals that are bound to a "
-     "replaced original (bound before enable(), as `from torch.cuda import synchronize`)"},
+    {"rebind", module_rebind, METH_VARARGS,
+     "rebind(modules, skip, keep) -> n: rebind the names bound to a replaced original (bound "
+     "before enable(), as `from torch.cuda import synchronize`) in the globals of the modules "
+     "of the dict `modules` (sys.modules) but those of the top-level packages in the "
+     "frozenset `skip` that are not under a prefix of the tuple `keep`"},
     {"mappings", module_mappings, METH_NOARGS,
      "mappings() -> list of {source, target, kind, calls, sites} in table order"},
     {"reset_counts", module_reset_counts, METH_NOARGS, NULL},

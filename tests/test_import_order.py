@@ -12,6 +12,10 @@ def test_names_bound_before_the_import(tmp_path):
         import torch
         ones = torch.ones
     """))
+    # A package's module, found by its top-level name.
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "__init__.py").write_text("")
+    (tmp_path / "tools" / "timing.py").write_text("from torch.cuda import synchronize\n")
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""
         import torch
@@ -19,17 +23,19 @@ def test_names_bound_before_the_import(tmp_path):
         from torch.distributed import init_process_group
         zeros = torch.zeros
         import helpers
+        import tools.timing
         import transfer_to_npu
 
         assert zeros(2, device="cuda").device.type == "npu"
         assert helpers.ones(2, device="cuda:0").device.type == "npu"
         synchronize()
         helpers.synchronize()
+        tools.timing.synchronize()
         assert helpers.is_available() is True and device_count() >= 1
         assert init_process_group.__npu_source__ == "torch.distributed.init_process_group"
         assert helpers.init_process_group is init_process_group
         calls = {m["source"]: m["calls"] for m in transfer_to_npu.mappings()}
-        assert calls["torch.cuda.synchronize"] == 2, calls
+        assert calls["torch.cuda.synchronize"] == 3, calls
         transfer_to_npu.disable()
         assert not hasattr(zeros, "__npu_source__")
         assert not hasattr(helpers.synchronize, "__npu_source__")

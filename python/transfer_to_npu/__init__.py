@@ -74,19 +74,7 @@ def _warm_torch_caches(torch):
 # standard library, torch (but for torch.cuda's own modules) and this one.
 _NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {"torch", __name__,
                                                                   "_transfer_to_npu_boot"}
-
-
-def _user_modules():
-    out = []
-    for name, module in list(sys.modules.items()):
-        if module is None:
-            continue
-        if name.startswith("torch."):  # most modules are torch's: tested first
-            if name.startswith("torch.cuda."):
-                out.append(module)
-        elif name.partition(".")[0] not in _NOT_USER:
-            out.append(module)
-    return out
+_USER_ANYWAY = ("torch.cuda.",)
 
 
 def enable():
@@ -115,7 +103,7 @@ def enable():
         _rules.after_enable(torch, rows)
         # Names bound before this import (`from torch.cuda import
         # synchronize` in the user's modules) are migrated too.
-        _C.rebind(_user_modules())
+        _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
         backend = name
         _timings["backend"] = installed - started
         _timings["patch"] = time.perf_counter() - installed

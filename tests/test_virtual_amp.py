@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from transfer_to_npu.backends.virtual import amp
+from transfer_to_npu.backends.virtual import autocast
 
 LOW = [torch.float16, torch.bfloat16]
 
@@ -110,12 +110,12 @@ def test_casting_lists_equal_atens():
         entries = re.findall(r"_\(([^)]*)\)", body)
         return {".".join(p.strip() for p in m.split(",")) for m in entries}
 
-    assert set(amp.LOWER_PRECISION_FP) == listed("AT_FORALL_LOWER_PRECISION_FP")
-    assert set(amp.FP32) == listed("AT_FORALL_FP32")
-    assert set(amp.FP32_SET_OPT_DTYPE) == listed("AT_FORALL_FP32_SET_OPT_DTYPE")
-    assert set(amp.PROMOTE) == listed("AT_FORALL_PROMOTE")
+    assert set(autocast.LOWER_PRECISION_FP) == listed("AT_FORALL_LOWER_PRECISION_FP")
+    assert set(autocast.FP32) == listed("AT_FORALL_FP32")
+    assert set(autocast.FP32_SET_OPT_DTYPE) == listed("AT_FORALL_FP32_SET_OPT_DTYPE")
+    assert set(autocast.PROMOTE) == listed("AT_FORALL_PROMOTE")
     appended = set(re.findall(r'"(norm\.[A-Za-z_]+)"', text))
-    assert set(amp.FP32_APPEND_DTYPE) == appended
+    assert set(autocast.FP32_APPEND_DTYPE) == appended
 
 
 def test_npu_amp_module():

@@ -16,8 +16,10 @@ CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
 ``row()`` in ``_row.py``, which documents their fields.
 """
 
-from . import (_introspect, amp, cuda_module, data, distributed, factories, jit, lightning,
-               parallel, profiler, serialization, storage, tensors, unsupported, user)
+import os
+
+from . import (amp, cuda_module, data, distributed, factories, jit, lightning, parallel, profiler,
+               serialization, storage, tensors, unsupported)
 from ._row import row
 
 __all__ = ["rows", "row"]
@@ -34,8 +36,17 @@ def rows(torch):
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
            + unsupported.rows(torch)
-           + user.rows(torch))
+           + _user_rows(torch))
     return out
+
+
+def _user_rows(torch):
+    # The module of user rules loads only for a rules file.
+    if not os.environ.get("TRANSFER_TO_NPU_RULES"):
+        return []
+    from . import user
+
+    return user.rows(torch)
 
 
 def after_enable(torch, installed_rows):

@@ -7,7 +7,9 @@ results equal the cpu's.  It lets a migration run, and be tested, on any
 machine.
 """
 
+import atexit
 import os
+import sys
 import threading
 
 import torch
@@ -15,6 +17,7 @@ import torch
 from ... import _C, _torch_facts
 
 NAME = "virtual"
+HCCL = "hccl"
 _installed = False
 
 # The kernels left for the first npu tensor: registered once, under this
@@ -82,10 +85,32 @@ def install(backend_module=None):
     pinned.install()
     storage.install()
     devices.install_autograd_workaround()
+    _install_hccl()
+    _installed = True
+
+
+def _install_hccl():
+    """Register ``hccl`` for the npu device.  Its module (hccl.py) loads
+    when the first group is made, or at the first npu tensor."""
+    import torch.distributed as dist
+
+    if dist.is_available() and HCCL not in dist.Backend.backend_list:
+        dist.Backend.register_backend(HCCL, _create_hccl, extended_api=True, devices=["npu"])
+        # Registered now, before the script's own exit handlers, so that it
+        # runs after them (they may still run collectives).
+        atexit.register(_hold_collectives_at_exit)
+
+
+def _create_hccl(opts, backend_options):
     from . import hccl
 
-    hccl.install()
-    _installed = True
+    return hccl.create(opts, backend_options)
+
+
+def _hold_collectives_at_exit():
+    hccl = sys.modules.get(f"{__name__}.hccl")
+    if hccl is not None:  # else there were no collectives
+        hccl.keep_running_at_exit()
 
 
 def complete():
@@ -98,10 +123,10 @@ def complete():
             return _complete["done"]
         _complete["running"] = True
         try:
-            from . import amp, hccl, ops, storage_resize
+            from . import autocast, hccl, ops, storage_resize
 
             ops.register(factories=False)
-            amp.register()
+            autocast.register()
             hccl.register()
             # Only npu storages are resized here, and there are none yet.
             storage_resize.install()

@@ -18,7 +18,6 @@ asynchronous.  gloo does every reduction torch defines for it on every
 dtype, AVG and bf16 included.
 """
 
-import atexit
 import os
 import threading
 import warnings
@@ -30,7 +29,6 @@ from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ... import _C
 
-NAME = "hccl"
 
 _NPU = torch.device("npu")
 _CPU = torch.device("cpu")
@@ -51,7 +49,7 @@ _libraries = []
 # ("terminate called without an active exception") after the script
 # itself has finished.  So the last reference stays here, on a Python
 # thread, until the collective is seen complete; those still running at
-# exit are kept for good (_keep_running_at_exit).
+# exit are kept for good (keep_running_at_exit).
 _in_flight = []
 _in_flight_lock = threading.Lock()
 
@@ -64,7 +62,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _create(opts, backend_options):
+def create(opts, backend_options):
     """The backend of one process group for the npu: gloo, on the group's
     store, ranks and timeout."""
     gloo = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
@@ -149,7 +147,7 @@ def _hold(boxed_work, tensors):
     # `before` goes here, outside the lock: freeing tensors runs Python.
 
 
-def _keep_running_at_exit():
+def keep_running_at_exit():
     """At exit, before the interpreter finalises: what collectives still
     hold is never let go of, so no gloo thread drops the last reference."""
     with _in_flight_lock:
@@ -166,13 +164,6 @@ def _ops():
         name = qualified[len("c10d::"):]
         op, _, overload = name.partition(".")
         yield name, getattr(getattr(torch.ops.c10d, op), overload or "default")
-
-
-def install():
-    """Register ``hccl`` for the npu device."""
-    if dist.is_available() and NAME not in dist.Backend.backend_list:
-        dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["npu"])
-        atexit.register(_keep_running_at_exit)
 
 
 def register():

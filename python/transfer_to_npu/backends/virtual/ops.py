@@ -26,7 +26,7 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import attention, devices, random, registry, rnn, storage
+from . import devices, random, registry, storage
 
 aten = torch.ops.aten
 
@@ -394,8 +394,21 @@ def op_of(qualified):
 
 
 def _host_override(qualified):
-    op = op_of(qualified)
-    return functools.partial(_C.host_run, op, op._op)
+    """The kernel running op ``qualified`` itself on the host (on host
+    aliases).  The op is looked up at its first call: kaiser_window's
+    kernel is registered at import, where a lookup costs a quarter of a
+    millisecond."""
+    run = None
+
+    def kernel(*args, **kwargs):
+        nonlocal run
+        if run is None:
+            op = op_of(qualified)
+            run = functools.partial(_C.host_run, op, op._op)
+        return run(*args, **kwargs)
+
+    kernel.__name__ = kernel.__qualname__ = f"npu_{qualified.replace('.', '_')}"
+    return kernel
 
 
 def _host_kernel_names():
@@ -548,7 +561,7 @@ def classify(op):
     return None
 
 
-def _own_kernels():
+def _own_kernels(factories):
     """The npu kernels written here: (op name, dispatch key, a maker of the
     kernel).  Makers, as looking an op up takes tens of microseconds and
     most kernels are only made at the first npu tensor."""
@@ -558,18 +571,23 @@ def _own_kernels():
         yield name, "PrivateUse1", lambda name=name: _metadata_view(name)
     for name in _HOST_OVERRIDES:
         yield name, "PrivateUse1", lambda name=name: _host_override(name)
-    # CUDA-only kernels torch calls for any device but the cpu.
-    for name, fn in rnn.HOST_KERNELS.items():
-        yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
-            _C.host_run, op_of(name), fn)
-    for key in attention.KEYS:
-        yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
     # _copy_from resolves the conjugate and negative bits itself; torch's
     # generic handling of them would clone the input, which copies through
     # _copy_from again, without end.
     for key in ("Conjugate", "Negative"):
         for name in ("_copy_from", "_copy_from_and_resize"):
             yield name, key, lambda: torch.library.fallthrough_kernel
+    if not factories:
+        # Ops on tensors, never dispatched by a device argument: their
+        # modules load with them, at the first npu tensor.
+        from . import attention, rnn
+
+        # CUDA-only kernels torch calls for any device but the cpu.
+        for name, fn in rnn.HOST_KERNELS.items():
+            yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
+                _C.host_run, op_of(name), fn)
+        for key in attention.KEYS:
+            yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
 
 
 def _dispatched_by_device():
@@ -592,15 +610,16 @@ def _kernels(factories):
     (``factories``), or of all the others: (op name, key, maker)."""
     facts = _dispatched_by_device()
     by_device = set(facts["names"])
-    for name, key, make in _own_kernels():
+    own = set()
+    for name, key, make in _own_kernels(factories):
+        if key == "PrivateUse1":
+            own.add(f"aten::{name}")
         if (f"aten::{name}" in by_device) == factories:
             yield name, key, make
     names = (facts["host_kernels"] if factories
              else [q for q in _host_kernel_names() if q not in by_device])
     # Not the ops written here, among them the in-place view ops (resize_,
     # set_), which change the npu tensor itself.
-    own = {f"aten::{name}" for name in (*_IMPLS, *_HOST_OVERRIDES, *rnn.HOST_KERNELS,
-                                        *_METADATA_VIEWS)}
     for qualified in names:
         if qualified not in own:
             # By name: the C core resolves the op at its first call.

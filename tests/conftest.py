@@ -33,12 +33,17 @@ def calls(source):
 
 
 def run_python(args, cwd=None, env=None, timeout=300):
-    """Run a fresh interpreter; return the completed process.  It runs in a
+    """Run a fresh interpreter (``env`` adds to this one's environment, and
+    unsets a name given None); return the completed process.  It runs in a
     session of its own, so that on a timeout everything it started (the
     workers of a launcher) is killed with it."""
     full_env = dict(os.environ)
     full_env.pop("TRANSFER_TO_NPU", None)
-    full_env.update(env or {})
+    for name, value in (env or {}).items():  # None: unset
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
     with subprocess.Popen([sys.executable, *args], cwd=cwd, env=full_env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           start_new_session=True) as proc:

@@ -321,6 +321,30 @@ def test_every_collective_on_two_ranks_sharing_one_npu(tmp_path):
         assert set(names.split("|")) == EXPECTED and int(count) == len(EXPECTED)
 
 
+PER_RANK_DEVICE = textwrap.dedent("""
+    import os
+    import torch, torch.distributed as dist
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl")
+    t = torch.full((2,), float(rank + 1), device="cuda")
+    dist.all_reduce(t)
+    print(f"rank {rank} count {torch.cuda.device_count()} on {t.device} sum {t[0].item():.0f} end")
+    dist.destroy_process_group()
+""")
+
+
+def test_torchrun_gives_each_local_rank_a_virtual_npu(tmp_path):
+    # An unedited GPU script under torchrun, with no setting: the node has
+    # as many virtual NPUs as processes, and rank 1's set_device(1) works.
+    script = tmp_path / "per_rank.py"
+    script.write_text(PER_RANK_DEVICE)
+    done = _ok(_torchrun([script], tmp_path, env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": None,
+                                                  "TRANSFER_TO_NPU": "1"}))
+    found = sorted(re.findall(r"rank (\d) count (\d) on (\S+) sum (\d+) end", done.stdout))
+    assert found == [("0", "2", "npu:0", "3"), ("1", "2", "npu:1", "3")], done.stdout
+
+
 # --- FSDP's wrapper class ------------------------------------------------------
 
 FSDP1 = textwrap.dedent("""

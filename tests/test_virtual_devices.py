@@ -41,6 +41,17 @@ def test_count_set_by_the_environment_and_training_on_npu_1():
     assert out == "ok"
 
 
+@pytest.mark.parametrize("local_world_size, setting, expected", [
+    ("3", None, "3"),   # under a launcher: one per process of the node
+    ("3", "2", "2"),    # the setting wins
+    ("x", None, "1"),   # not a launcher's
+    ("0", None, "1"),
+])
+def test_count_under_a_launcher(local_world_size, setting, expected):
+    assert _run("print(torch.npu.device_count())", LOCAL_WORLD_SIZE=local_world_size,
+                TRANSFER_TO_NPU_VIRTUAL_DEVICES=setting) == expected
+
+
 def test_visible_devices_select_and_renumber():
     out = _run("print(torch.npu.device_count())\n"
                "x = torch.ones(1, device='npu:1'); print(x.device)",

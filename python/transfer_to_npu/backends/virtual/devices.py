@@ -1,9 +1,10 @@
 """Which virtual NPUs exist and which one is current.
 
 ``TRANSFER_TO_NPU_VIRTUAL_DEVICES`` sets how many the machine has (default
-1).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among them as on real
-hardware: a comma-separated list of device ids, renumbered from 0 in the
-order given; the list ends at its first entry that names no device.  The
+1, or under a launcher such as torchrun one per process of the node,
+``LOCAL_WORLD_SIZE``).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among
+them as on real hardware: a comma-separated list of device ids, renumbered
+from 0 in the order given; the list ends at its first entry that names no device.  The
 current device is per thread, as on real hardware, and is mirrored into the
 C core, which places the results of ops that name no device index.
 """
@@ -20,10 +21,24 @@ from ... import _C
 _local = threading.local()
 
 
+def _launched_per_node():
+    """The processes a launcher (torchrun, torch.distributed.launch) runs on
+    this node, or None outside one."""
+    try:
+        n = int(os.environ.get("LOCAL_WORLD_SIZE", ""))
+    except ValueError:
+        return None
+    return n if 1 <= n <= _C.MAX_DEVICE_INDEX + 1 else None
+
+
 @functools.lru_cache(maxsize=None)
 def physical_count():
     """Number of virtual NPUs on this 'machine'."""
-    raw = os.environ.get("TRANSFER_TO_NPU_VIRTUAL_DEVICES", "1")
+    raw = os.environ.get("TRANSFER_TO_NPU_VIRTUAL_DEVICES")
+    if raw is None:
+        # Under a launcher, one per process of the node, as a GPU script
+        # launched so expects (it calls set_device(LOCAL_RANK)).
+        return _launched_per_node() or 1
     try:
         n = int(raw)
     except ValueError:

@@ -2,6 +2,7 @@
 the virtual NPU's hccl backend: 'nccl' becomes 'hccl' (and nothing that
 merely contains it), CUDA device arguments become NPUs."""
 import inspect
+import warnings
 
 import pytest
 import torch
@@ -243,6 +244,38 @@ def test_ddp_keeps_its_identity(tmp_path, group):
     assert type(plain) is DDP is torch.nn.parallel.DistributedDataParallel
     assert list(inspect.signature(DDP).parameters)[:3] == [
         "module", "device_ids", "output_device"]
+
+
+@pytest.mark.parametrize("asked", [{"find_unused_parameters": True}, {"static_graph": True},
+                                   "positional"])
+def test_ddp_asked_to_find_unused_parameters_trains(asked, tmp_path, group):
+    # Hugging Face's Trainer asks for it by default; torch's reducer would
+    # need pinned memory for it, which the virtual NPU cannot give, so DDP
+    # is made without it, and says so.
+    _init("nccl", tmp_path)
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2).cuda()
+    reference = nn.Linear(4, 2)
+    reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    with pytest.warns(RuntimeWarning, match="virtual NPU.*pinned memory"):
+        if asked == "positional":  # module, device_ids, output_device, dim, broadcast_buffers,
+            # init_sync, process_group, bucket_cap_mb, find_unused_parameters
+            ddp = DDP(model, None, None, 0, True, True, None, None, True)
+        else:
+            ddp = DDP(model, **asked)
+    x = torch.randn(3, 4)
+    for _ in range(2):
+        ddp(x.cuda()).pow(2).sum().backward()
+    reference(x).pow(2).sum().backward()
+    assert torch.allclose(model.weight.grad.cpu(), 2 * reference.weight.grad)
+
+
+def test_ddp_finding_unused_parameters_on_the_cpu_is_left_alone(tmp_path, group):
+    _init("gloo", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ddp = DDP(nn.Linear(4, 2), find_unused_parameters=True)
+    assert ddp.find_unused_parameters
 
 
 def test_ddp_bad_output_device_names_the_argument(tmp_path, group):

@@ -68,7 +68,7 @@ def install(backend_module=None):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import amp, devices, methods, npu, ops, pinned, random, storage
+    from . import amp, ddp, devices, methods, npu, ops, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
@@ -85,6 +85,7 @@ def install(backend_module=None):
     pinned.install()
     storage.install()
     devices.install_autograd_workaround()
+    ddp.install()
     _install_hccl()
     _installed = True
 

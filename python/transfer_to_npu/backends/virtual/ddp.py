@@ -26,17 +26,21 @@ def _on_npu(module):
         p.device.type == "npu" for p in module.parameters())
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(init):
+    return inspect.signature(init)  # at the first DDP, not at import
+
+
 def install():
     ddp = torch.nn.parallel.DistributedDataParallel
     init = ddp.__init__
     if getattr(init, "_npu_without_unused_parameters", False):
         return
-    signature = inspect.signature(init)
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         try:
-            bound = signature.bind(self, *args, **kwargs)
+            bound = _signature(init).bind(self, *args, **kwargs)
         except TypeError:
             return init(self, *args, **kwargs)  # torch's own error
         asked = [name for name in _ASKS if bound.arguments.get(name)]

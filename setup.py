@@ -17,6 +17,7 @@ SOURCES = [
     "src/device_ctor.c",
     "src/patch.c",
     "src/host_alias.c",
+    "src/npu_method.c",
     "src/host_call.c",
     "src/log.c",
     "src/import_hook.c",

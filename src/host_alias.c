@@ -368,8 +368,8 @@ exit:
 /* Python interface: used by the virtual NPU's op handlers and device module. */
 
 /* A device index argument, checked against torch's range. */
-static int
-index_arg(PyObject *arg, int *index)
+int
+ttn_index_arg(PyObject *arg, int *index)
 {
     long v = PyLong_AsLong(arg);
 
@@ -440,7 +440,7 @@ host_to_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "to_device(tensor, index, accounted=True)");
         return NULL;
     }
-    if (index_arg(args[1], &index) < 0)
+    if (ttn_index_arg(args[1], &index) < 0)
         return NULL;
     if (nargs == 3 && (accounted = PyObject_IsTrue(args[2])) < 0)
         return NULL;
@@ -469,7 +469,7 @@ host_storage_tensor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      nbytes);
         return NULL;
     }
-    if (index_arg(args[3], &index) < 0)
+    if (ttn_index_arg(args[3], &index) < 0)
         return NULL;
     return storage_tensor(ttn_get_state(module), args[0], data, (int64_t)nbytes, index);
 }
@@ -481,7 +481,7 @@ host_memory_stats(PyObject *module, PyObject *arg)
     ttn_device_memory *m;
 
     (void)module;
-    if (index_arg(arg, &index) < 0)
+    if (ttn_index_arg(arg, &index) < 0)
         return NULL;
     m = &memory[index];
     return Py_BuildValue("{sLsLsLsLsLsL}", "allocated", (long long)atomic_load(&m->allocated),
@@ -499,7 +499,7 @@ host_reset_peak(PyObject *module, PyObject *arg)
     ttn_device_memory *m;
 
     (void)module;
-    if (index_arg(arg, &index) < 0)
+    if (ttn_index_arg(arg, &index) < 0)
         return NULL;
     m = &memory[index];
     atomic_store(&m->peak, atomic_load(&m->allocated));
@@ -539,17 +539,6 @@ host_is_pinned(PyObject *module, PyObject *address)
     return PyBool_FromLong(found);
 }
 
-static PyObject *
-host_set_current_device(PyObject *module, PyObject *arg)
-{
-    int index;
-
-    if (index_arg(arg, &index) < 0)
-        return NULL;
-    ttn_get_state(module)->current_device = index;
-    Py_RETURN_NONE;
-}
-
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
      "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry, resolve, "
@@ -569,7 +558,5 @@ PyMethodDef ttn_host_alias_methods[] = {
      "is_pinned(data_address) -> whether pin() made the memory at that address"},
     {"keep_to_exit", host_keep_to_exit, METH_O,
      "keep_to_exit(obj): keep obj alive until the process exits"},
-    {"set_current_device", host_set_current_device, METH_O,
-     "set_current_device(index): the device npu results without one go to"},
     {NULL, NULL, 0, NULL},
 };

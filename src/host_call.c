@@ -507,7 +507,7 @@ run_on_host(ttn_state *st, PyObject *op, PyObject *fn, PyObject *const *args, Py
     else if (!c.device_named && c.tensor_index >= 0)
         index = c.tensor_index;
     else
-        index = st->current_device;
+        index = ttn_current_device(st);
     result = convert_result(&c, raw, index);
 
 exit:

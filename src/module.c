@@ -539,15 +539,22 @@ module_exec(PyObject *module)
         goto exit;
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
         intern(&st->str_index, "index") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
-        intern(&st->str_npu, "npu") < 0)
+        intern(&st->str_npu, "npu") < 0 || intern(&st->str_non_blocking, "non_blocking") < 0 ||
+        intern(&st->str_memory_format, "memory_format") < 0)
         goto exit;
+    if (PyThread_tss_create(&st->current_device) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot create the per-thread current npu");
+        goto exit;
+    }
     st->function_type = add_type(module, &ttn_function_spec);
     st->method_type = add_type(module, &ttn_method_spec);
     st->attribute_type = add_type(module, &ttn_attribute_spec);
     st->import_hook_type = add_type(module, &ttn_import_hook_spec);
     st->post_import_type = add_type(module, &ttn_post_import_spec);
+    st->npu_method_type = add_type(module, &ttn_npu_method_spec);
     if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL ||
-        st->import_hook_type == NULL || st->post_import_type == NULL)
+        st->import_hook_type == NULL || st->post_import_type == NULL ||
+        st->npu_method_type == NULL)
         goto exit;
     /* Both: torch raises RuntimeError for a bad device string, and users
      * of a parser expect ValueError. */
@@ -570,7 +577,8 @@ module_exec(PyObject *module)
     if (PyModule_AddFunctions(module, ttn_host_alias_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_host_call_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_rules_methods) < 0)
+        PyModule_AddFunctions(module, ttn_rules_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_npu_method_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
@@ -602,6 +610,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->attribute_type);
     Py_VISIT(st->import_hook_type);
     Py_VISIT(st->post_import_type);
+    Py_VISIT(st->npu_method_type);
     Py_VISIT(st->import_hook);
     Py_VISIT(st->deferred);
     Py_VISIT(st->invalid_device_error);
@@ -648,6 +657,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->attribute_type);
     Py_CLEAR(st->import_hook_type);
     Py_CLEAR(st->post_import_type);
+    Py_CLEAR(st->npu_method_type);
     Py_CLEAR(st->import_hook);
     Py_CLEAR(st->deferred);
     Py_CLEAR(st->invalid_device_error);
@@ -657,6 +667,8 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_index);
     Py_CLEAR(st->str_cuda);
     Py_CLEAR(st->str_npu);
+    Py_CLEAR(st->str_non_blocking);
+    Py_CLEAR(st->str_memory_format);
     ttn_log_close(st);
     ttn_site_cache_clear(st);
     Py_CLEAR(st->internal_prefixes);
@@ -696,6 +708,8 @@ module_free(void *module)
     /* Wrappers point into the table and keep this module alive through
      * their type, so no wrapper is left when the table goes. */
     ttn_table_clear(&st->table);
+    if (PyThread_tss_is_created(&st->current_device))
+        PyThread_tss_delete(&st->current_device);
 }
 
 static PyModuleDef_Slot module_slots[] = {

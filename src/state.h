@@ -119,7 +119,11 @@ typedef struct ttn_state {
                                 * true once they all are */
     int kernels_ready;         /* complete() has returned true */
     PyObject *pinned;          /* set of the data addresses of pinned host memory */
-    int current_device;        /* torch.npu.current_device() */
+    Py_tss_t current_device;   /* per thread: torch.npu.current_device() + 1, or
+                                * 0 (unset: device 0); see npu_method.c */
+    PyTypeObject *npu_method_type;
+    PyObject *str_non_blocking;
+    PyObject *str_memory_format;
 } ttn_state;
 
 ttn_state *ttn_get_state(PyObject *module);
@@ -215,9 +219,19 @@ extern PyMethodDef ttn_rules_methods[];
 PyObject *ttn_host_alias(ttn_state *st, PyObject *tensor);
 PyObject *ttn_device_alias(ttn_state *st, PyObject *tensor, int index, int account);
 int ttn_tensor_device(ttn_state *st, PyObject *tensor, int *type, int *index);
+int ttn_index_arg(PyObject *arg, int *index);
 extern PyMethodDef ttn_host_alias_methods[];
 
 /* host_call.c */
 extern PyMethodDef ttn_host_call_methods[];
+
+/* npu_method.c */
+/* Most keywords a quick Tensor.npu() passes on (non_blocking,
+ * memory_format), plus the tensor and the device. */
+#define TTN_NPU_METHOD_ARGS 4
+int ttn_current_device(ttn_state *st);
+int ttn_set_current_device(ttn_state *st, int index);
+extern PyType_Spec ttn_npu_method_spec;
+extern PyMethodDef ttn_npu_method_methods[];
 
 #endif

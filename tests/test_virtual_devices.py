@@ -52,6 +52,28 @@ def test_count_under_a_launcher(local_world_size, setting, expected):
                 TRANSFER_TO_NPU_VIRTUAL_DEVICES=setting) == expected
 
 
+def test_current_device_is_per_thread():
+    # As with CUDA: a thread starts on device 0 whatever another one set,
+    # and what it creates without an index goes to its own current device.
+    out = _run(
+        "import threading\n"
+        "torch.cuda.set_device(1)\n"
+        "x = torch.ones(2)\n"
+        "seen = {}\n"
+        "def fresh():\n"
+        "    seen['fresh'] = (torch.cuda.current_device(), torch.zeros(1, device='cuda').device.index,\n"
+        "                     x.cuda().device.index, torch.ones(1).to('cuda').device.index)\n"
+        "def moved():\n"
+        "    torch.cuda.set_device(0)\n"
+        "    seen['moved'] = torch.empty(1, device='npu').device.index\n"
+        "for target in (fresh, moved):\n"
+        "    t = threading.Thread(target=target); t.start(); t.join()\n"
+        "print(seen['fresh'], seen['moved'], torch.cuda.current_device(),\n"
+        "      torch.zeros(1, device='cuda').device.index, x.npu().device.index)\n",
+        TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    assert out == "(0, 0, 0, 0) 0 1 1 1"
+
+
 def test_visible_devices_select_and_renumber():
     out = _run("print(torch.npu.device_count())\n"
                "x = torch.ones(1, device='npu:1'); print(x.device)",

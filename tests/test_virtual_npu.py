@@ -144,3 +144,59 @@ def test_cpu_parameter_data_set_to_an_npu_tensor():
     assert p.device == npu(0) and isinstance(p, nn.Parameter)
     p.data = p.cpu()
     assert p.device.type == "cpu"
+
+
+# --- Tensor.npu() ---------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.npu(), lambda x: x.npu(None), lambda x: x.npu(0), lambda x: x.npu("npu:0"),
+    lambda x: x.npu(non_blocking=True), lambda x: x.npu(memory_format=torch.contiguous_format),
+    lambda x: x.npu(device=None, non_blocking=False), lambda x: torch.Tensor.npu(x),
+    lambda x: x.cuda(), lambda x: x.cuda(non_blocking=True),
+])
+def test_tensor_npu_spellings(call):
+    x = torch.arange(6.0).reshape(2, 3)
+    y = call(x)
+    assert y.device == npu(0) and torch.equal(y.cpu(), x)
+    assert call(y) is y  # already there: the tensor itself
+
+
+def test_tensor_npu_keeps_memory_format_and_names_bad_input():
+    x = torch.randn(2, 3, 4, 4).to(memory_format=torch.channels_last)
+    assert x.npu().is_contiguous(memory_format=torch.channels_last)
+    assert x.npu(memory_format=torch.contiguous_format).is_contiguous()
+    with pytest.raises(RuntimeError, match="npu:7"):
+        x.npu(7)
+    with pytest.raises(TypeError):
+        x.npu(bogus=1)
+
+
+def test_tensor_npu_is_seen_by_torch_function_and_modes():
+    seen = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    moved = torch.ones(2).as_subclass(Logged).npu()
+    assert type(moved) is Logged and moved.device == npu(0)
+    assert torch.Tensor.npu in seen
+
+    class Mode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(("mode", func))
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        torch.ones(2).npu()
+    assert ("mode", torch.Tensor.npu) in seen
+
+
+def test_tensor_npu_describes_itself():
+    import inspect
+
+    assert list(inspect.signature(torch.Tensor.npu).parameters) == [
+        "self", "device", "non_blocking", "memory_format"]
+    assert torch.Tensor.npu.__name__ == "npu" and "npu" in torch.Tensor.npu.__doc__

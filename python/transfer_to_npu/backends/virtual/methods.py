@@ -2,14 +2,17 @@
 
 torch generates it for a renamed PrivateUse1 device in Python, building a
 device string and a torch.device on every call; it is the target of every
-migrated ``.cuda()``, so here it is done with one cached torch.device per
-index and torch's own ``to``.
+migrated ``.cuda()``.  Here the common calls (no device, or None; the
+keywords of ``to``) are served in C (``_C.npu_method``: the cached
+torch.device of the thread's current npu, handed to torch's own ``to``),
+and every other call by ``npu`` below, which the C object stands for.
 """
 
 import functools
 
 import torch
 
+from ... import _C
 from . import devices
 
 # torch's own method (the name on torch.Tensor may be a migration wrapper).
@@ -26,11 +29,11 @@ def npu(self, device=None, non_blocking=False, memory_format=torch.preserve_form
     one); the tensor itself when it is there already."""
     if torch.overrides.has_torch_function_unary(self):
         return torch.overrides.handle_torch_function(
-            npu, (self,), self, device=device, non_blocking=non_blocking,
+            torch.Tensor.npu, (self,), self, device=device, non_blocking=non_blocking,
             memory_format=memory_format)
     return _to(self, _device(devices.index_of(device)), non_blocking=non_blocking,
                memory_format=memory_format)
 
 
 def install():
-    torch.Tensor.npu = npu
+    torch.Tensor.npu = _C.npu_method(npu, _to, torch._C._has_torch_function_unary)

@@ -338,31 +338,70 @@ module_disable(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* Whether the module called `name` may hold names its code bound: not in
- * one of the top-level packages of `skip`, unless it is under one of the
- * prefixes of `keep`.  1, 0, or -1 with an error set. */
-static int
-may_bind_names(PyObject *name, PyObject *skip, PyObject *keep)
+/* The part of a module name before its first dot: its length, or -1 with
+ * an error set. */
+static Py_ssize_t
+top_length(PyObject *name)
 {
-    Py_ssize_t i, len = PyUnicode_GET_LENGTH(name), dot;
-    PyObject *top;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name), dot = PyUnicode_FindChar(name, '.', 0, len, 1);
+
+    return dot == -2 ? -1 : dot == -1 ? len : dot;
+}
+
+/* Whether two names begin with the same n characters. */
+static int
+same_start(PyObject *a, PyObject *b, Py_ssize_t n)
+{
+    int kind = PyUnicode_KIND(a);
+
+    return kind == PyUnicode_KIND(b) && PyUnicode_GET_LENGTH(b) >= n &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+/* Which modules of sys.modules may hold names their code bound: not those
+ * of the top-level packages in `skip`, unless under a prefix of `keep`.
+ * Names come grouped by package, so the previous name's answer serves the
+ * next one of the same package, without making its top-level name. */
+typedef struct {
+    PyObject *skip, *keep;
+    PyObject *last; /* borrowed: the last name decided by its package */
+    Py_ssize_t last_top;
+    int last_answer;
+} ttn_user_filter;
+
+/* 1, 0, or -1 with an error set. */
+static int
+may_bind_names(ttn_user_filter *f, PyObject *name)
+{
+    Py_ssize_t i, len, top;
+    PyObject *package;
     int r;
 
-    for (i = 0; i < PyTuple_GET_SIZE(keep); i++) {
-        Py_ssize_t match = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(keep, i), 0, len, -1);
+    if (PyUnicode_READY(name) < 0)
+        return -1;
+    len = PyUnicode_GET_LENGTH(name);
+    for (i = 0; i < PyTuple_GET_SIZE(f->keep); i++) {
+        Py_ssize_t match = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(f->keep, i), 0, len, -1);
 
         if (match != 0)
             return match < 0 ? -1 : 1;
     }
-    dot = PyUnicode_FindChar(name, '.', 0, len, 1);
-    if (dot == -2)
+    top = top_length(name);
+    if (top < 0)
         return -1;
-    top = dot == -1 ? Py_NewRef(name) : PyUnicode_Substring(name, 0, dot);
-    if (top == NULL)
+    if (f->last != NULL && top == f->last_top && same_start(name, f->last, top))
+        return f->last_answer;
+    package = PyUnicode_Substring(name, 0, top);
+    if (package == NULL)
         return -1;
-    r = PySet_Contains(skip, top);
-    Py_DECREF(top);
-    return r < 0 ? -1 : !r;
+    r = PySet_Contains(f->skip, package);
+    Py_DECREF(package);
+    if (r < 0)
+        return -1;
+    f->last = name;
+    f->last_top = top;
+    f->last_answer = !r;
+    return !r;
 }
 
 static PyObject *
@@ -371,6 +410,7 @@ module_rebind(PyObject *module, PyObject *args)
     ttn_state *st = ttn_get_state(module);
     PyObject *modules, *skip, *keep, *items = NULL, *result = NULL;
     Py_ssize_t i, total = 0;
+    ttn_user_filter filter = {NULL, NULL, NULL, 0, 0};
 
     if (!PyArg_ParseTuple(args, "O!O!O!:rebind", &PyDict_Type, &modules, &PyFrozenSet_Type,
                           &skip, &PyTuple_Type, &keep))
@@ -386,6 +426,8 @@ module_rebind(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "rebind(): migration is not enabled");
         goto exit;
     }
+    filter.skip = skip;
+    filter.keep = keep;
     /* A snapshot: rebinding must not meet sys.modules changing under it. */
     items = PyDict_Items(modules);
     if (items == NULL)
@@ -398,7 +440,7 @@ module_rebind(PyObject *module, PyObject *args)
 
         if (!PyUnicode_Check(name))
             continue;
-        r = may_bind_names(name, skip, keep);
+        r = may_bind_names(&filter, name);
         if (r < 0)
             goto exit;
         if (r == 0)

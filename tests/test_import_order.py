@@ -16,6 +16,8 @@ def test_names_bound_before_the_import(tmp_path):
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "__init__.py").write_text("")
     (tmp_path / "tools" / "timing.py").write_text("from torch.cuda import synchronize\n")
+    # Named like a package the migration never scans (numpy), but not it.
+    (tmp_path / "numpy_extras.py").write_text("from torch.cuda import synchronize\n")
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""
         import torch
@@ -24,6 +26,7 @@ def test_names_bound_before_the_import(tmp_path):
         zeros = torch.zeros
         import helpers
         import tools.timing
+        import numpy_extras
         import transfer_to_npu
 
         assert zeros(2, device="cuda").device.type == "npu"
@@ -31,11 +34,12 @@ def test_names_bound_before_the_import(tmp_path):
         synchronize()
         helpers.synchronize()
         tools.timing.synchronize()
+        numpy_extras.synchronize()
         assert helpers.is_available() is True and device_count() >= 1
         assert init_process_group.__npu_source__ == "torch.distributed.init_process_group"
         assert helpers.init_process_group is init_process_group
         calls = {m["source"]: m["calls"] for m in transfer_to_npu.mappings()}
-        assert calls["torch.cuda.synchronize"] == 3, calls
+        assert calls["torch.cuda.synchronize"] == 4, calls
         transfer_to_npu.disable()
         assert not hasattr(zeros, "__npu_source__")
         assert not hasattr(helpers.synchronize, "__npu_source__")

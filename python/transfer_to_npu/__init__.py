@@ -71,9 +71,13 @@ def _warm_torch_caches(torch):
 
 
 # Top-level packages whose globals never hold a name bound by the user: the
-# standard library, torch (but for torch.cuda's own modules) and this one.
-_NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {"torch", __name__,
-                                                                  "_transfer_to_npu_boot"}
+# standard library, torch (but for torch.cuda's own modules) and this one,
+# and the packages torch depends on, which it imports and which never import
+# it (numpy alone is some 80 modules to scan).
+_NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+    "torch", "torchgen", __name__, "_transfer_to_npu_boot",
+    "numpy", "typing_extensions", "sympy", "mpmath", "networkx", "jinja2", "markupsafe",
+    "filelock", "fsspec", "setuptools", "_distutils_hack", "pkg_resources"}
 _USER_ANYWAY = ("torch.cuda.",)
 
 

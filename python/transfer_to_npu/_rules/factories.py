@@ -50,9 +50,10 @@ def _builtins_taking_device(torch):
 def _python_functions(module):
     """The names of a module's public Python functions with a device
     parameter."""
-    return [name for name in dir(module) if not name.startswith("_")
-            and inspect.isfunction(_original(getattr(module, name)))
-            and takes_device(_original(getattr(module, name)))]
+    functions = {name: _original(getattr(module, name)) for name in dir(module)
+                 if not name.startswith("_")}
+    return [name for name, fn in functions.items()
+            if inspect.isfunction(fn) and takes_device(fn)]
 
 
 def rows(torch):

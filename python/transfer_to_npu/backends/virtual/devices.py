@@ -4,21 +4,18 @@
 1, or under a launcher such as torchrun one per process of the node,
 ``LOCAL_WORLD_SIZE``).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among
 them as on real hardware: a comma-separated list of device ids, renumbered
-from 0 in the order given; the list ends at its first entry that names no device.  The
-current device is per thread, as on real hardware, and is mirrored into the
-C core, which places the results of ops that name no device index.
+from 0 in the order given; the list ends at its first entry that names no
+device.  The current device is per thread, as on real hardware, and kept by
+the C core, which places the results of ops that name no device index.
 """
 
 import functools
 import os
-import threading
 import warnings
 
 import torch
 
 from ... import _C
-
-_local = threading.local()
 
 
 def _launched_per_node():
@@ -76,13 +73,10 @@ def count():
     return len(visible())
 
 
-def current():
-    return getattr(_local, "index", 0)
-
-
-def set_current(index):
-    _local.index = index
-    _C.set_current_device(index)
+# The current device is kept per thread by the C core, which also places
+# the results of ops that name no device index and serves Tensor.npu().
+current = _C.current_device
+set_current = _C.set_current_device
 
 
 def check_index(index):

@@ -127,10 +127,11 @@ ttn_tensor_device(ttn_state *st, PyObject *tensor, int *type, int *index)
 /* Every npu tensor is made here or in storage_tensor(): only then may ops
  * reach the npu kernels that were not registered at import, so the first
  * one registers them (torch runs nothing on a device with no tensor but
- * the factories, registered at import).  Another thread making its first
- * npu tensor meanwhile waits in complete() until they all are. */
-static int
-ensure_kernels(ttn_state *st)
+ * the factories, registered at import; host_call() asks first, as it needs
+ * the handlers complete() sets).  Another thread making its first npu
+ * tensor meanwhile waits in complete() until they all are. */
+int
+ttn_ensure_kernels(ttn_state *st)
 {
     PyObject *done;
     int ready;
@@ -159,7 +160,7 @@ retag(ttn_state *st, PyObject *tensor, int device_type, int index, int accounted
 
     if (check_ready(st) < 0)
         goto exit;
-    if (device_type == ttn_kDLExtDev && ensure_kernels(st) < 0)
+    if (device_type == ttn_kDLExtDev && ttn_ensure_kernels(st) < 0)
         goto exit;
     if (!PyObject_TypeCheck(tensor, st->tensor_type)) {
         PyErr_Format(PyExc_TypeError, "expected a tensor, got %.200s", Py_TYPE(tensor)->tp_name);
@@ -246,7 +247,7 @@ storage_tensor(ttn_state *st, PyObject *owner, void *data, int64_t nbytes, int i
     ttn_borrowed *b = NULL;
     void *result = NULL;
 
-    if (check_ready(st) < 0 || ensure_kernels(st) < 0)
+    if (check_ready(st) < 0 || ttn_ensure_kernels(st) < 0)
         goto exit;
     b = calloc(1, sizeof(*b));
     if (b == NULL) {
@@ -387,11 +388,11 @@ static PyObject *
 host_install(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *capsule, *tensor_type, *cpu_device, *classify, *retry, *resolve, *complete;
+    PyObject *capsule, *tensor_type, *cpu_device, *complete;
     const ttn_DLPackExchangeAPI *api;
 
-    if (!PyArg_ParseTuple(args, "OO!OOOOO:host_install", &capsule, &PyType_Type, &tensor_type,
-                          &cpu_device, &classify, &retry, &resolve, &complete))
+    if (!PyArg_ParseTuple(args, "OO!OO:host_install", &capsule, &PyType_Type, &tensor_type,
+                          &cpu_device, &complete))
         return NULL;
     if (!PyType_Check(Py_TYPE(cpu_device)) || Py_TYPE(cpu_device)->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "host_install: cpu_device must be a torch.device");
@@ -414,14 +415,27 @@ host_install(PyObject *module, PyObject *args)
     Py_XSETREF(st->cpu_device, Py_NewRef(cpu_device));
     /* Device arguments of npu ops are recognised by this type. */
     Py_XSETREF(st->device_type, (PyTypeObject *)Py_NewRef(Py_TYPE(cpu_device)));
-    Py_XSETREF(st->classify, Py_NewRef(classify));
-    Py_XSETREF(st->retry, Py_NewRef(retry));
-    Py_XSETREF(st->resolve, Py_NewRef(resolve));
     Py_XSETREF(st->complete, Py_NewRef(complete));
     st->kernels_ready = 0;
     if (st->pinned == NULL && (st->pinned = PySet_New(NULL)) == NULL)
         return NULL;
     st->dlpack = api;
+    Py_RETURN_NONE;
+}
+
+/* The ops' handling written in Python, which loads with the kernels that
+ * need it: complete() sets it before it registers them. */
+static PyObject *
+host_handlers(PyObject *module, PyObject *args)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *classify, *retry, *resolve;
+
+    if (!PyArg_ParseTuple(args, "OOO:host_handlers", &classify, &retry, &resolve))
+        return NULL;
+    Py_XSETREF(st->classify, Py_NewRef(classify));
+    Py_XSETREF(st->retry, Py_NewRef(retry));
+    Py_XSETREF(st->resolve, Py_NewRef(resolve));
     Py_RETURN_NONE;
 }
 
@@ -541,9 +555,11 @@ host_is_pinned(PyObject *module, PyObject *address)
 
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
-     "host_install(dlpack_exchange_api, TensorBase, cpu_device, classify, retry, resolve, "
-     "complete)\n"
-     "Make the virtual NPU's aliasing available."},
+     "host_install(dlpack_exchange_api, TensorBase, cpu_device, complete)\n"
+     "Make the virtual NPU's aliasing available; complete() registers its kernels."},
+    {"host_handlers", host_handlers, METH_VARARGS,
+     "host_handlers(classify, retry, resolve)\n"
+     "Set the Python handling of the ops that the generic path does not run alone."},
     {"to_host", host_to_host, METH_O, "to_host(npu_tensor) -> cpu tensor over the same memory"},
     {"to_device", (PyCFunction)(void (*)(void))host_to_device, METH_FASTCALL,
      "to_device(cpu_tensor, index, accounted=True) -> npu tensor over the same memory"},

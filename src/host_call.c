@@ -421,7 +421,7 @@ lookup(ttn_state *st, PyObject *op, PyObject **handler)
     if (*handler != NULL || PyErr_Occurred())
         return NULL;
     if (st->classify == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU's op handlers are not set");
         return NULL;
     }
     h = PyObject_CallOneArg(st->classify, op);
@@ -586,7 +586,7 @@ op_named(ttn_state *st, PyObject *key)
     if (op != NULL || PyErr_Occurred())
         return op;
     if (st->resolve == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
+        PyErr_SetString(PyExc_RuntimeError, "the virtual NPU's op handlers are not set");
         return NULL;
     }
     op = PyObject_CallOneArg(st->resolve, key);
@@ -615,6 +615,10 @@ host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
         return NULL;
     }
+    /* The first op to reach the npu (a factory: there is no npu tensor
+     * yet) registers the rest, and sets the handlers it needs itself. */
+    if (TTN_UNLIKELY(!st->kernels_ready) && ttn_ensure_kernels(st) < 0)
+        return NULL;
     op = op_named(st, args[0]);
     if (op == NULL)
         return NULL;

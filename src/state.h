@@ -219,6 +219,7 @@ extern PyMethodDef ttn_rules_methods[];
 PyObject *ttn_host_alias(ttn_state *st, PyObject *tensor);
 PyObject *ttn_device_alias(ttn_state *st, PyObject *tensor, int index, int account);
 int ttn_tensor_device(ttn_state *st, PyObject *tensor, int *type, int *index);
+int ttn_ensure_kernels(ttn_state *st);
 int ttn_index_arg(PyObject *arg, int *index);
 extern PyMethodDef ttn_host_alias_methods[];
 

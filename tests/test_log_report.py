@@ -166,3 +166,30 @@ def test_placeholders_in_paths(script, tmp_path):
                                           "RANK": "3"})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r3.json").exists()
+
+
+def test_a_forked_child_counts_its_own_calls_with_the_log_off():
+    # mappings() in a data-loading worker counts the worker's calls, as its
+    # log and report would, with or without them.
+    code = textwrap.dedent("""
+        import os
+        import transfer_to_npu, torch
+        def calls():
+            return [m["calls"] for m in transfer_to_npu.mappings()
+                    if m["source"] == "torch.cuda.synchronize"][0]
+        for _ in range(3):
+            torch.cuda.synchronize()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            torch.cuda.synchronize()
+            os.write(w, str(calls()).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(r, 16).decode(), calls())
+    """)
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_LOG": None,
+                                         "TRANSFER_TO_NPU_REPORT": None,
+                                         "TRANSFER_TO_NPU_LOG_FILE": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "3"]

@@ -81,7 +81,7 @@ def test_a_failed_registration_raises_and_is_tried_again():
     out = _run(
         "from transfer_to_npu.backends.virtual import ops\n"
         "register = ops.register\n"
-        "def failing(factories):\n"
+        "def failing():\n"
         "    raise RuntimeError('registration failed')\n"
         "ops.register = failing\n"
         "try:\n"

@@ -81,6 +81,20 @@ _NOT_USER = frozenset(getattr(sys, "stdlib_module_names", ())) | {
 _USER_ANYWAY = ("torch.cuda.",)
 
 
+def _reporting():
+    """Whether the log or the report is asked for: their module loads only
+    then (it validates the values)."""
+    env = os.environ
+    return (env.get("TRANSFER_TO_NPU_LOG", "").strip() not in ("", "0")
+            or bool(env.get("TRANSFER_TO_NPU_LOG_FILE")) or bool(env.get("TRANSFER_TO_NPU_REPORT")))
+
+
+# A forked child (a data-loading worker) counts its own calls, as it
+# writes its own log and report.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_C.reset_counts)
+
+
 def enable():
     """Migrate: install the NPU backend and patch every CUDA spelling.
     Idempotent."""
@@ -93,13 +107,16 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _report, _rules, _torch_facts, backends
+        from . import _rules, _torch_facts, backends
 
         _visible_devices()
         started = time.perf_counter()
         name = backends.install()
         installed = time.perf_counter()
-        _report.configure(name)
+        if _reporting() or f"{__name__}._report" in sys.modules:
+            from . import _report
+
+            _report.configure(name)
         _warm_torch_caches(torch)
         rows = _rules.rows(torch)
         _torch_facts.save()  # what the backend and the rules learnt from torch

@@ -101,9 +101,9 @@ def configure(backend, level=None, log_file=None, report=None):
 
 
 def _after_fork():
-    """A forked child (a data-loading worker, os.fork()) counts and writes
-    its own calls, in its own files."""
-    _C.reset_counts()
+    """A forked child (a data-loading worker, os.fork()) writes its own
+    calls, which it counts itself (the package resets the counts), in its
+    own files."""
     if _state["level"] or _state["report_path"]:
         log_path = per_process_path(_state["log_file"], "LOG") if _state["log_path"] else None
         report_path = (per_process_path(_state["report"], "REPORT") if _state["report_path"]

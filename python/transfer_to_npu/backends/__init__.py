@@ -5,6 +5,7 @@ imports, else the virtual NPU), ``torch_npu`` or ``virtual``.  Both make
 the ``npu`` device and ``torch.npu`` exist; the mapping table is the same.
 """
 
+import importlib.util
 import os
 import warnings
 
@@ -47,13 +48,13 @@ def _virtual():
 
 
 def _install():
-    from . import torch_npu as real
-
     choice = requested()
-    if choice == "virtual":
+    if choice == "virtual" or (choice == "auto" and importlib.util.find_spec("torch_npu") is None):
         virtual = _virtual()
         virtual.install()
         return virtual.NAME
+    from . import torch_npu as real
+
     ok, error = real.available()
     if ok:
         real.install()

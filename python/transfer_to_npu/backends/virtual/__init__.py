@@ -68,17 +68,17 @@ def install(backend_module=None):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import amp, ddp, devices, methods, npu, ops, pinned, random, storage
+    from . import amp, ddp, devices, factories, methods, npu, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
         device_guard=_DeviceGuard())
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    ops.classify, ops.retry, ops.op_of, complete)
+                    complete)
     # Most kernels wait for the first npu tensor (complete()): registering
     # them takes tens of milliseconds, which a process that never uses the
     # npu (a DataLoader worker, a tool) should not pay at import.
-    ops.register(factories=True)
+    factories.register()
     methods.install()
     random.install()
     amp.install()
@@ -126,7 +126,8 @@ def complete():
         try:
             from . import autocast, hccl, ops, storage_resize
 
-            ops.register(factories=False)
+            _C.host_handlers(ops.classify, ops.retry, ops.op_of)
+            ops.register()
             autocast.register()
             hccl.register()
             # Only npu storages are resized here, and there are none yet.

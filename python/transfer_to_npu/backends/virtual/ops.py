@@ -19,6 +19,10 @@ kernel of its own, so the npu runs that very kernel in one call where torch
 would otherwise run a composite (``empty`` + ``op.out``, or a decomposition
 that computes differently from the cpu kernel), and as the PrivateUse1
 fallback for the rest.  A call it fails comes back to ``retry``.
+
+All of it is registered, and this module loads, when the first npu tensor
+is about to exist; the ops that come before it, by a device argument
+(factories, ``.to()``), are in factories.py.
 """
 
 import functools
@@ -26,28 +30,13 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import devices, random, registry, storage
+from . import attention, devices, factories, random, registry, rnn, storage
+from .factories import host as _host, is_npu as _is_npu, op_of
 
 aten = torch.ops.aten
 
 # Registrations live as long as these libraries do.
 _libraries = []
-
-
-def _is_npu(t):
-    return isinstance(t, torch.Tensor) and t.device.type == "npu"
-
-
-def _host(t):
-    """The host alias of an npu tensor, with its conjugate and negative
-    bits, which DLPack does not carry."""
-    if not _is_npu(t):
-        return t
-    if t.is_conj():
-        return _C.to_host(t.conj()).conj()
-    if t.is_neg():
-        return _C.to_host(t)._neg_view()
-    return _C.to_host(t)
 
 
 # --- views ----------------------------------------------------------------
@@ -145,25 +134,6 @@ def _copy_from_and_resize(self, dst):
     if dst.shape != self.shape:
         dst.resize_(self.shape)
     return _copy_from(self, dst)
-
-
-def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
-             non_blocking=False, memory_format=None):
-    """``.to()`` from the npu: the host's own _to_copy of the host alias.
-
-    A host copy has nothing to wait for, so non_blocking changes nothing;
-    torch's composite would stage a non-blocking copy to the cpu in pinned
-    memory, which it cannot allocate for a Python-defined device."""
-    target = self.device if device is None else torch.device(device)
-    copy = aten._to_copy.default(_host(self), dtype=dtype, layout=layout,
-                                 device=torch.device("cpu"), pin_memory=pin_memory,
-                                 memory_format=memory_format)
-    if target.type == "cpu":
-        return copy
-    if target.type != "npu":
-        return copy.to(target)
-    index = devices.current() if target.index is None else devices.check_index(target.index)
-    return _C.to_device(copy.resolve_conj().resolve_neg(), index)
 
 
 def _contiguous_strides(size, memory_format):
@@ -381,36 +351,6 @@ def _is_set_to(self, tensor):
             and self.size() == tensor.size() and self.stride() == tensor.stride())
 
 
-# Composite ops (no cpu kernel of their own) that call a kernel stub
-# directly, which a Python-defined device cannot provide: they run on the
-# host whole.
-_HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
-
-
-def op_of(qualified):
-    """The OpOverload for "aten::name.overload" or "name.overload"."""
-    name, _, overload = qualified.rpartition("::")[2].partition(".")
-    return getattr(getattr(aten, name), overload or "default")
-
-
-def _host_override(qualified):
-    """The kernel running op ``qualified`` itself on the host (on host
-    aliases).  The op is looked up at its first call: kaiser_window's
-    kernel is registered at import, where a lookup costs a quarter of a
-    millisecond."""
-    run = None
-
-    def kernel(*args, **kwargs):
-        nonlocal run
-        if run is None:
-            op = op_of(qualified)
-            run = functools.partial(_C.host_run, op, op._op)
-        return run(*args, **kwargs)
-
-    kernel.__name__ = kernel.__qualname__ = f"npu_{qualified.replace('.', '_')}"
-    return kernel
-
-
 def _host_kernel_names():
     """aten ops the npu can run with the cpu's own kernel: those that have
     one, but for those whose CompositeImplicitAutograd kernel is also their
@@ -421,12 +361,12 @@ def _host_kernel_names():
     What comes from torch is fixed for a build, and cached with it."""
     facts = _torch_facts.section(torch, "host_kernels")
     if "names" not in facts:
-        facts["names"] = sorted(_torch_host_kernel_names())
+        facts["names"] = sorted(torch_host_kernel_names())
         _torch_facts.changed("host_kernels")
     return facts["names"]
 
 
-def _torch_host_kernel_names():
+def torch_host_kernel_names():
     def registered(key):
         return {q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
                 if q.startswith("aten::")}
@@ -442,7 +382,6 @@ def _torch_host_kernel_names():
 
 _IMPLS = {
     "_copy_from": _copy_from,
-    "_to_copy": _to_copy,
     "_copy_from_and_resize": _copy_from_and_resize,
     "resize_": _resize_,
     "set_.source_Storage": _set_storage,
@@ -561,81 +500,52 @@ def classify(op):
     return None
 
 
-def _own_kernels(factories):
+def _own_kernels():
     """The npu kernels written here: (op name, dispatch key, a maker of the
-    kernel).  Makers, as looking an op up takes tens of microseconds and
-    most kernels are only made at the first npu tensor."""
+    kernel)."""
     for name, fn in _IMPLS.items():
         yield name, "PrivateUse1", lambda fn=fn: fn
     for name in _METADATA_VIEWS:
         yield name, "PrivateUse1", lambda name=name: _metadata_view(name)
-    for name in _HOST_OVERRIDES:
-        yield name, "PrivateUse1", lambda name=name: _host_override(name)
     # _copy_from resolves the conjugate and negative bits itself; torch's
     # generic handling of them would clone the input, which copies through
     # _copy_from again, without end.
     for key in ("Conjugate", "Negative"):
         for name in ("_copy_from", "_copy_from_and_resize"):
             yield name, key, lambda: torch.library.fallthrough_kernel
-    if not factories:
-        # Ops on tensors, never dispatched by a device argument: their
-        # modules load with them, at the first npu tensor.
-        from . import attention, rnn
-
-        # CUDA-only kernels torch calls for any device but the cpu.
-        for name, fn in rnn.HOST_KERNELS.items():
-            yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
-                _C.host_run, op_of(name), fn)
-        for key in attention.KEYS:
-            yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
+    # CUDA-only kernels torch calls for any device but the cpu.
+    for name, fn in rnn.HOST_KERNELS.items():
+        yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
+            _C.host_run, op_of(name), fn)
+    for key in attention.KEYS:
+        yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
 
 
-def _dispatched_by_device():
-    """The aten ops that torch sends to a backend by their device argument
-    (their BackendSelect kernel): factories, and ``.to()``.  They are the
-    only ops that reach the npu before an npu tensor exists.  Those of them
-    with a cpu kernel, too.  Cached per torch build."""
-    facts = _torch_facts.section(torch, "backend_select")
-    if "names" not in facts:
-        names = {q for q in torch._C._dispatch_get_registrations_for_dispatch_key("BackendSelect")
-                 if q.startswith("aten::")}
-        facts["names"] = sorted(names)
-        facts["host_kernels"] = sorted(names & _torch_host_kernel_names())
-        _torch_facts.changed("backend_select")
-    return facts
-
-
-def _kernels(factories):
-    """The kernels of the ops dispatched by a device argument
-    (``factories``), or of all the others: (op name, key, maker)."""
-    facts = _dispatched_by_device()
-    by_device = set(facts["names"])
+def _kernels():
+    """The kernels of the ops on npu tensors, which the ops dispatched by a
+    device argument (factories.py) are not: (op name, key, maker)."""
+    by_device = set(factories.dispatched_by_device()["names"])
     own = set()
-    for name, key, make in _own_kernels(factories):
+    for name, key, make in _own_kernels():
         if key == "PrivateUse1":
             own.add(f"aten::{name}")
-        if (f"aten::{name}" in by_device) == factories:
-            yield name, key, make
-    names = (facts["host_kernels"] if factories
-             else [q for q in _host_kernel_names() if q not in by_device])
+        yield name, key, make
     # Not the ops written here, among them the in-place view ops (resize_,
     # set_), which change the npu tensor itself.
-    for qualified in names:
-        if qualified not in own:
+    for qualified in _host_kernel_names():
+        if qualified not in own and qualified not in by_device:
             # By name: the C core resolves the op at its first call.
             yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: (
                 functools.partial(_C.host_call, q))
 
 
-def register(factories):
-    """Register the kernels of the ops dispatched by a device argument
-    (``factories=True``: at install), or all the others and the fallback
-    (``factories=False``: once an npu tensor is about to exist)."""
+def register():
+    """Register the kernels of the ops on npu tensors, and the fallback,
+    once an npu tensor is about to exist."""
     lib = torch.library.Library("aten", "IMPL")
-    for name, key, make in _kernels(factories):
+    for name, key, make in _kernels():
         registry.impl(lib, name, make, key)
     _libraries.append(lib)
-    if not factories:
-        fallback = torch.library.Library("_", "IMPL")
-        registry.fallback(fallback, _C.host_call, "PrivateUse1")
-        _libraries.append(fallback)
+    fallback = torch.library.Library("_", "IMPL")
+    registry.fallback(fallback, _C.host_call, "PrivateUse1")
+    _libraries.append(fallback)

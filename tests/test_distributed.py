@@ -317,3 +317,26 @@ def test_fsdp_device_id(tmp_path):
     done = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual"}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["npu:0"] * 6
+
+
+def test_destroying_a_group_after_npu_collectives_stops_its_threads(tmp_path):
+    # What the npu collectives keep until they are seen complete holds no
+    # process group: the destroyed group's gloo threads stop with it, at
+    # destroy_process_group() with the interpreter lock let go, and not
+    # later, wherever a collection frees a group that a kept collective
+    # held (which could hang waiting for a gloo thread that waits for the
+    # lock).
+    code = (
+        "import gc, os, torch, torch.distributed as dist, transfer_to_npu\n"
+        "threads = lambda: len(os.listdir('/proc/self/task'))\n"
+        "x = torch.ones(2, device='cuda')\n"
+        f"dist.init_process_group('nccl', init_method='file://{tmp_path}/init', world_size=1,"
+        " rank=0)\n"
+        "dist.all_reduce(x); dist.broadcast(x, 0)\n"
+        "during = threads()\n"
+        "dist.destroy_process_group(); gc.collect()\n"
+        "print(during - threads(), x.tolist())\n")
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    stopped, values = proc.stdout.split(maxsplit=1)
+    assert int(stopped) >= 2 and values.strip() == "[1.0, 1.0]"

@@ -127,7 +127,13 @@ def _kernel(op):
         host = [_host(a) for a in args]
         host[group] = _route(args[group])
         result = op(*host, **kwargs)
-        _hold(result[1] if returns_tensors else result, (args, host, result))
+        # Held without the groups: a boxed group kept here could become the
+        # last owner of its gloo backend, whose destructor, run then with
+        # the interpreter lock held, waits for gloo's threads, one of which
+        # may be waiting for that lock to free a tensor's Python object.
+        held = list(args)
+        held[group] = host[group] = None
+        _hold(result[1] if returns_tensors else result, (held, host, result))
         if returns_tensors:
             return args[0], result[1]
         return result

@@ -30,7 +30,7 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import attention, devices, factories, random, registry, rnn, storage
+from . import attention, factories, random, registry, rnn, storage
 from .factories import host as _host, is_npu as _is_npu, op_of
 
 aten = torch.ops.aten

@@ -238,6 +238,14 @@ COLLECTIVES = textwrap.dedent('''
     dist.reduce_scatter_tensor(out, (torch.arange(2.0 * w) + r).to(dev))
     base = torch.arange(2.0 * w) * w + sum(range(w))
     check("reduce_scatter_tensor", out, base[2 * r:2 * r + 2])
+    # NCCL takes the tensors of these two as flat memory, of any shapes
+    # whose sizes agree (accelerate gathers (1, n) tensors into a flat one).
+    out = torch.empty(3 * w, device=dev)
+    dist.all_gather_into_tensor(out, full(r).to(dev)[None])
+    check("all_gather_into_tensor (1, n) into flat", out, torch.cat([full(i) for i in range(w)]))
+    out = torch.empty(1, 2, device=dev)
+    dist.reduce_scatter_tensor(out, (torch.arange(2.0 * w) + r).to(dev))
+    check("reduce_scatter_tensor flat into (1, n)", out, base[None, 2 * r:2 * r + 2])
     out = torch.empty(3, device=dev)
     dist.reduce_scatter(out, [full(10 * i + r).to(dev) for i in range(w)])
     check("reduce_scatter", out, full(sum(10 * r + i for i in range(w))))
@@ -305,7 +313,8 @@ EXPECTED = {
     *(f"all_reduce sum torch.{t}" for t in ("float32", "bfloat16", "float16", "int64")),
     *(f"all_reduce {op}" for op in ("MAX", "MIN", "PRODUCT", "AVG")),
     "all_reduce AVG torch.bfloat16", "broadcast", "all_gather", "all_gather_into_tensor",
-    "reduce_scatter_tensor", "reduce_scatter", "reduce", "gather", "scatter",
+    "reduce_scatter_tensor", "all_gather_into_tensor (1, n) into flat",
+    "reduce_scatter_tensor flat into (1, n)", "reduce_scatter", "reduce", "gather", "scatter",
     "all_to_all_single", "all_to_all", "barrier", "send/recv", "all_reduce async",
     "object collectives"}
 

@@ -116,16 +116,37 @@ def _host(value):
     return value
 
 
+# The collectives "into a tensor" (all_gather_into_tensor,
+# reduce_scatter_tensor and their coalesced forms), whose output and input
+# NCCL takes as flat memory: an output of any shape with world_size times
+# the input's elements.  gloo splits the output along its first dimension
+# and wants each part shaped like the input, so both go to it flattened.
+_FLAT = frozenset({"c10d::_allgather_base_", "c10d::_reduce_scatter_base_",
+                   "c10d::allgather_into_tensor_coalesced_",
+                   "c10d::reduce_scatter_tensor_coalesced_"})
+
+
+def _flat(value):
+    if isinstance(value, torch.Tensor):
+        # A view, so that gloo writes into the npu tensor's bytes; NCCL
+        # refuses non-contiguous tensors, and so will gloo.
+        return value.view(-1) if value.is_contiguous() else value
+    return [_flat(v) for v in value]
+
+
 def _kernel(op):
     """The PrivateUse1 kernel of one c10d op."""
     names = [a.name for a in op._schema.arguments]
     group = names.index("process_group")
     # Ops that return their first argument (the tensors written) and a Work.
     returns_tensors = len(op._schema.returns) == 2
+    flat = op._schema.name in _FLAT
 
     def run(*args, **kwargs):
         host = [_host(a) for a in args]
         host[group] = _route(args[group])
+        if flat:
+            host[0], host[1] = _flat(host[0]), _flat(host[1])
         result = op(*host, **kwargs)
         # Held without the groups: a boxed group kept here could become the
         # last owner of its gloo backend, whose destructor, run then with

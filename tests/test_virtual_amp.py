@@ -31,6 +31,20 @@ def test_lower_precision_ops_run_in_the_autocast_dtype(low):
 
 
 @pytest.mark.parametrize("low", LOW)
+def test_ops_taking_a_list_of_tensors_cast_them(low):
+    """einsum, multi_dot and chain_matmul get their operands as a list, as
+    CUDA's autocast casts them; mixed operands do not fail."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 8, device="npu"), torch.randn(8, 8, device="npu")
+    with torch.autocast("npu", dtype=low):
+        outs = [torch.einsum("ij,jk->ik", a, b), torch.einsum("ij,jk->ik", a @ b, b),
+                torch.linalg.multi_dot([a, b, b]), torch.chain_matmul(a, b, b)]
+    assert [o.dtype for o in outs] == [low] * 4
+    expected = torch.einsum("ij,jk->ik", a.cpu().to(low), b.cpu().to(low))
+    assert torch.equal(outs[0].cpu(), expected)
+
+
+@pytest.mark.parametrize("low", LOW)
 def test_fp32_ops_stay_float32(low):
     x = torch.randn(4, 8, device="npu")
     with torch.autocast("npu", dtype=low):

@@ -102,8 +102,11 @@ def _cast_tensor(t, dtype):
 def _cast(value, dtype):
     if isinstance(value, torch.Tensor):
         return _cast_tensor(value, dtype)
-    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
-        return type(value)(_cast(v, dtype) for v in value)
+    if isinstance(value, (list, tuple)):
+        # At any depth: einsum's operands come as a list among the arguments.
+        cast = [_cast(v, dtype) for v in value]
+        if any(c is not v for c, v in zip(cast, value)):
+            return type(value)(cast)
     return value
 
 

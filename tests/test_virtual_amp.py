@@ -31,6 +31,7 @@ def test_lower_precision_ops_run_in_the_autocast_dtype(low):
 
 
 @pytest.mark.parametrize("low", LOW)
+@pytest.mark.filterwarnings("ignore:torch.chain_matmul is deprecated")
 def test_ops_taking_a_list_of_tensors_cast_them(low):
     """einsum, multi_dot and chain_matmul get their operands as a list, as
     CUDA's autocast casts them; mixed operands do not fail."""

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import npu
+from conftest import npu, run_python
 
 
 def test_tensors_are_plain_tensors_on_npu():
@@ -200,3 +200,28 @@ def test_tensor_npu_describes_itself():
     assert list(inspect.signature(torch.Tensor.npu).parameters) == [
         "self", "device", "non_blocking", "memory_format"]
     assert torch.Tensor.npu.__name__ == "npu" and "npu" in torch.Tensor.npu.__doc__
+
+
+INITIALIZED = """
+import sys
+import torch, transfer_to_npu
+import torch.utils.checkpoint
+seen = [torch.cuda.is_initialized(), torch.npu._initialized]
+torch.cuda.device_count(), torch.cuda.is_available()  # do not initialise, as on CUDA
+seen.append(torch.cuda.is_initialized())
+{use}
+seen.append(torch.cuda.is_initialized())
+print(seen)
+"""
+
+
+@pytest.mark.parametrize("use", ["torch.ones(1, device='cuda')", "torch.zeros(2).cuda()",
+                                 "torch.cuda.current_device()", "torch.cuda.set_device(0)",
+                                 "torch.cuda.init()"])
+def test_npu_is_initialized_at_its_first_use(use):
+    """As CUDA is: Lightning refuses to fork a process where it is
+    (strategy='ddp_fork'), and checkpoint saves its RNG state only then."""
+    done = run_python(["-c", INITIALIZED.format(use=use)],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "[False, False, False, True]", done.stdout

@@ -124,7 +124,9 @@ def complete():
             return _complete["done"]
         _complete["running"] = True
         try:
-            from . import autocast, hccl, ops, storage_resize
+            from . import autocast, hccl, npu, ops, storage_resize
+
+            npu.init()  # its first tensor
 
             _C.host_handlers(ops.classify, ops.retry, ops.op_of)
             ops.register()

@@ -43,9 +43,11 @@ __all__ = [
 
 VIRTUAL = True  # tells tools and tests which NPU this is
 
-# Read by torch.utils.checkpoint: only an initialised device has RNG state
-# worth saving for the recomputation.
-_initialized = True
+# Whether the npu has been used in this process: false until its first
+# tensor, init() or a current-device call, like CUDA's lazy
+# initialisation.  torch.utils.checkpoint saves the RNG state of an
+# initialised device only; Lightning refuses to fork once it is.
+_initialized = False
 
 
 # --- devices --------------------------------------------------------------
@@ -55,15 +57,16 @@ def is_available():
 
 
 def is_initialized():
-    return True
+    return _initialized
 
 
 def init():
-    pass
+    global _initialized
+    _initialized = True
 
 
 def _lazy_init():
-    pass
+    init()
 
 
 def _is_in_bad_fork():
@@ -75,11 +78,15 @@ def device_count():
 
 
 def current_device():
+    if not _initialized:
+        init()
     return devices.current()
 
 
 def set_device(device):
     devices.set_current(devices.index_of(device, optional=False))
+    if not _initialized:
+        init()
 
 
 def synchronize(device=None):

@@ -227,6 +227,38 @@ map_device_object(ttn_state *st, PyObject *value, PyObject **out)
     return 1;
 }
 
+/* Torch fills in a missing index through the device guard, and the guard a
+ * device defined in Python gets from torch answers device 0 whatever is
+ * current; so for the callables that ask it, the index goes in here. */
+int
+ttn_current_index_slow(ttn_state *st, PyObject *v, PyObject **string, PyObject **as_device)
+{
+    int current = ttn_current_device(st), type, index;
+
+    if (current == 0)
+        return 0;
+    if (PyUnicode_Check(v)) {
+        if (v != st->str_npu &&
+            (PyUnicode_GET_LENGTH(v) != 3 || PyUnicode_Compare(v, st->str_npu) != 0))
+            return 0;
+        *string = ttn_npu_string(st, current);
+        if (*string == NULL)
+            return -1;
+        *as_device = NULL;
+        if (st->device_type != NULL && (*as_device = ttn_npu_device(st, current)) == NULL)
+            return -1;
+        return 1;
+    }
+    if (st->device_type == NULL || !Py_IS_TYPE(v, st->device_type))
+        return 0;
+    if (ttn_device_decode(st, v, &type, &index) < 0)
+        return -1;
+    if (type != TTN_C10_PRIVATEUSE1 || index != -1)
+        return 0;
+    *string = *as_device = ttn_npu_device(st, current);
+    return *as_device == NULL ? -1 : 1;
+}
+
 int
 ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **as_device)
 {

@@ -88,9 +88,10 @@ static int install_row(PyObject *module, ttn_state *st, PyObject *row);
 
 /* Install one row of the table:
  *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws[,
- *    device_objects])
- * where kws names the keyword arguments that take a device, and
- * device_objects says that torch parses them as a torch.device. */
+ *    device_objects[, current_index]])
+ * where kws names the keyword arguments that take a device, device_objects
+ * says that torch parses them as a torch.device, and current_index that an
+ * index-less device gets the current device's index (see _row.py). */
 static int
 install_row(PyObject *module, ttn_state *st, PyObject *row)
 {
@@ -98,11 +99,12 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
     PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL;
     PyObject *inner = NULL; /* borrowed from original */
-    int mode, pos, binds, device_objects = 0, rc = -1;
+    int mode, pos, binds, device_objects = 0, current_index = 0, rc = -1;
     ttn_entry *entry;
 
-    if (!PyArg_ParseTuple(row, "sssiOUOipO|p:table row", &source, &target, &kind, &mode, &owner,
-                          &name, &target_obj, &pos, &binds, &kws, &device_objects))
+    if (!PyArg_ParseTuple(row, "sssiOUOipO|pp:table row", &source, &target, &kind, &mode,
+                          &owner, &name, &target_obj, &pos, &binds, &kws, &device_objects,
+                          &current_index))
         goto exit;
     if (PyUnicode_Check(owner)) {
         /* An owner named by path: resolved now, or when its module is
@@ -187,8 +189,9 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     switch (mode) {
     case TTN_MODE_DEVICE_ARG:
     case TTN_MODE_BACKEND:
-        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
-                                      NULL, device_objects);
+        replacement = ttn_wrapper_new(
+            st, binds, inner, inner, entry, mode, pos, device_kws, NULL,
+            (device_objects ? TTN_DEVARG_OBJECTS : 0) | (current_index ? TTN_DEVARG_CURRENT : 0));
         break;
     case TTN_MODE_REDIRECT:
         replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,

@@ -32,6 +32,8 @@ ttn_set_current_device(ttn_state *st, int index)
         PyErr_SetString(PyExc_RuntimeError, "cannot record the thread's current npu");
         return -1;
     }
+    if (index != 0)
+        st->current_seen = 1; /* from now on, index-less devices are looked at */
     return 0;
 }
 

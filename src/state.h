@@ -121,6 +121,7 @@ typedef struct ttn_state {
     PyObject *pinned;          /* set of the data addresses of pinned host memory */
     Py_tss_t current_device;   /* per thread: torch.npu.current_device() + 1, or
                                 * 0 (unset: device 0); see npu_method.c */
+    int current_seen;          /* some thread has made a device other than 0 current */
     PyTypeObject *npu_method_type;
     PyObject *str_non_blocking;
     PyObject *str_memory_format;
@@ -162,6 +163,23 @@ int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *arg
 int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
 int ttn_device_decode(ttn_state *st, PyObject *dev, int *type, int *index);
 
+/* For the callables torch gives an index-less device the current one
+ * (Tensor.to, torch.tensor, ...): v, as the callee would get it, with the
+ * thread's current npu index put in when v is an npu device with no index
+ * and that index is not 0.  Returns 1 with *string and *as_device (borrowed
+ * from the caches: the npu spelling, and the same as a torch.device or NULL
+ * before torch; both the device when v is one), 0 when v stays, -1 on
+ * error. */
+int ttn_current_index_slow(ttn_state *st, PyObject *v, PyObject **string, PyObject **as_device);
+
+static inline int
+ttn_current_index(ttn_state *st, PyObject *v, PyObject **string, PyObject **as_device)
+{
+    if (TTN_LIKELY(!st->current_seen))
+        return 0;
+    return ttn_current_index_slow(st, v, string, as_device);
+}
+
 /* Whether a str could be a CUDA device spec at all: only one that starts
  * "cuda" (exactly: devspec.c's rule) can, which an ASCII string shows
  * without a UTF-8 view.  'npu', 'cpu' and names go straight on. */
@@ -186,9 +204,12 @@ int ttn_kwname_is(PyObject *name, PyObject *interned);
 extern PyType_Spec ttn_function_spec;
 extern PyType_Spec ttn_method_spec;
 extern PyType_Spec ttn_attribute_spec;
+/* Flags of a device-argument wrapper (a row's device_objects and
+ * current_index). */
+enum { TTN_DEVARG_OBJECTS = 1, TTN_DEVARG_CURRENT = 2 };
 PyObject *ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
                           ttn_entry *entry, int mode, int pos, PyObject *device_kws,
-                          PyObject *value, int device_objects);
+                          PyObject *value, int devarg_flags);
 PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name,
                             ttn_entry *entry);
 

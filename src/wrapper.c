@@ -29,6 +29,7 @@ typedef struct {
               * (or backend) argument; -1 for none */
     int fast; /* a mode the hot path in Wrapper_vectorcall serves */
     int device_objects; /* hand the target a torch.device for a CUDA string */
+    int current;        /* give an index-less device the current index */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
     PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
@@ -45,13 +46,18 @@ typedef struct {
     PyObject **buf; /* buf[0] is free for PY_VECTORCALL_ARGUMENTS_OFFSET */
     PyObject *owned[TTN_MAX_REWRITES];
     int nowned;
-    /* the first rewrite, for the log: argument name and value before */
+    /* the first migrated argument, for the log: its name, value before and
+     * after */
     PyObject *first_name;
     PyObject *first_from;
+    PyObject *first_to;
 } ttn_rewrite;
 
+/* Put a new reference in slot i; `name` is the argument's when the change
+ * is a migration (a CUDA spelling), NULL when it only adds the current
+ * index to an npu device. */
 static int
-rewrite_set(ttn_rewrite *rw, Py_ssize_t i, PyObject *value)
+rewrite_set(ttn_rewrite *rw, Py_ssize_t i, PyObject *value, PyObject *name)
 {
     if (rw->buf == NULL) {
         if (rw->total <= TTN_SMALL_ARGS)
@@ -71,8 +77,11 @@ rewrite_set(ttn_rewrite *rw, Py_ssize_t i, PyObject *value)
         PyErr_SetString(PyExc_SystemError, "too many rewritten arguments");
         return -1;
     }
-    if (rw->nowned == 0)
+    if (name != NULL && rw->first_to == NULL) {
+        rw->first_name = name;
         rw->first_from = rw->args[i];
+        rw->first_to = value;
+    }
     rw->owned[rw->nowned++] = value;
     rw->buf[1 + i] = value;
     return 0;
@@ -89,13 +98,15 @@ rewrite_free(ttn_rewrite *rw)
         PyMem_Free(rw->buf);
 }
 
-/* Rewrite the value in slot i as a device (is_backend == 0) or a backend. */
+/* Rewrite the value in slot i as a device (is_backend == 0) or a backend.
+ * Returns 1 when it is migrated, 0 when not (the current index may still
+ * have been added), -1 on error. */
 static int
 rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
              PyObject *argname)
 {
-    PyObject *value = NULL;
-    int r;
+    PyObject *value = NULL, *string, *device;
+    int r, c;
 
     if (self->mode == TTN_MODE_ARG_REPLACE) {
         value = Py_NewRef(self->value);
@@ -105,11 +116,22 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
         r = ttn_map_backend(self->state, rw->args[i], &value);
     else
         r = ttn_map_device(self->state, rw->args[i], &value, argname, self->entry);
-    if (r <= 0)
+    if (r < 0)
         return r;
-    if (rw->nowned == 0)
-        rw->first_name = argname;
-    return rewrite_set(rw, i, value) < 0 ? -1 : 1;
+    if (self->current) {
+        c = ttn_current_index(self->state, r ? value : rw->args[i], &string, &device);
+        if (c < 0) {
+            Py_XDECREF(value);
+            return -1;
+        }
+        if (c)
+            Py_XSETREF(value, Py_NewRef(PyUnicode_Check(rw->args[i]) ? string : device));
+        else if (!r)
+            return 0;
+    }
+    else if (!r)
+        return 0;
+    return rewrite_set(rw, i, value, r ? argname : NULL) < 0 ? -1 : r;
 }
 
 /* Call `target` the way PyObject_Vectorcall does, minus its bookkeeping:
@@ -174,6 +196,7 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
     rw.nowned = 0;
     rw.first_name = NULL;
     rw.first_from = NULL;
+    rw.first_to = NULL;
 
     if (self->pos >= 0 && self->pos < nargs) {
         int backend = self->mode == TTN_MODE_BACKEND;
@@ -204,7 +227,7 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
         changed |= r;
     }
     if (changed)
-        ttn_hit_detail(st, self->entry, rw.first_name, rw.first_from, rw.owned[0]);
+        ttn_hit_detail(st, self->entry, rw.first_name, rw.first_from, rw.first_to);
     else if (self->mode == TTN_MODE_REDIRECT)
         ttn_hit(st, self->entry);
     if (rw.buf == NULL)
@@ -255,7 +278,9 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
 
     nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     total = nargs + nkw;
-    if (total > TTN_SMALL_ARGS)
+    /* A device other than 0 is current somewhere: index-less devices get
+     * its index, which only the general path looks for. */
+    if (total > TTN_SMALL_ARGS || (self->current & st->current_seen))
         return wrapper_call_general(self, args, nargsf, kwnames);
     if (self->pos >= 0 && self->pos < nargs) {
         verdict = ttn_quick_device(st, args[self->pos], &replacement, &as_device);
@@ -324,7 +349,7 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
 PyObject *
 ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
                 ttn_entry *entry, int mode, int pos, PyObject *device_kws, PyObject *value,
-                int device_objects)
+                int devarg_flags)
 {
     PyTypeObject *type = binds ? st->method_type : st->function_type;
     WrapperObject *self = PyObject_GC_New(WrapperObject, type);
@@ -344,7 +369,11 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
      * is and a string is parsed at every call (about 100 ns).  Anything
      * else gets the string, as written: it may use it as one
      * (torch.is_autocast_enabled('cuda') takes a str). */
-    self->device_objects = mode == TTN_MODE_DEVICE_ARG && device_objects;
+    self->device_objects = mode == TTN_MODE_DEVICE_ARG && (devarg_flags & TTN_DEVARG_OBJECTS);
+    /* Torch asks the device guard for an index-less device's index in
+     * these (Tensor.to, torch.tensor; the row says so), and the guard of
+     * a device defined in Python answers 0. */
+    self->current = mode == TTN_MODE_DEVICE_ARG && (devarg_flags & TTN_DEVARG_CURRENT) != 0;
     self->device_kws = Py_NewRef(device_kws);
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;

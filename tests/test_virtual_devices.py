@@ -74,6 +74,47 @@ def test_current_device_is_per_thread():
     assert out == "(0, 0, 0, 0) 0 1 1 1"
 
 
+# Each spelling of "the current device" (no index) that torch resolves
+# through the device guard rather than in a kernel.
+INDEXLESS = {
+    "to str": "x.to('cuda')",
+    "to device": "x.to(torch.device('cuda'))",
+    "to keyword": "x.to(device='cuda')",
+    "to with dtype": "x.to('cuda', torch.float16)",
+    "to npu str": "x.to('npu')",
+    "to npu device": "x.to(torch.device('npu'))",
+    "to a device made before": "x.to(made_before)",
+    "Module.to": "next(torch.nn.Linear(2, 2).to('cuda').parameters())",
+    "Module.to keyword": "next(torch.nn.Linear(2, 2).to(device=torch.device('cuda')).parameters())",
+    "tensor": "torch.tensor([1.0], device='cuda')",
+    "as_tensor": "torch.as_tensor([1.0], device='npu')",
+    "new_tensor": "x.new_tensor([1.0], device='cuda')",
+    "legacy type": "x.type('torch.cuda.FloatTensor')",
+}
+
+
+def test_a_device_without_index_is_the_current_one():
+    # `set_device(local_rank); model.to('cuda')` is how DDP scripts place
+    # each process's model: it must land on that device, not on device 0.
+    out = _run(
+        "x = torch.ones(2)\n"
+        "made_before = torch.device('cuda')\n"
+        f"spellings = {INDEXLESS!r}\n"
+        "def where():\n"
+        "    return [str(eval(code).device) for code in spellings.values()]\n"
+        "torch.cuda.set_device(1)\n"
+        "print(*where())\n"
+        "with torch.cuda.device(0):\n"
+        "    print(*where())\n"
+        "print(*where())\n"
+        "torch.cuda.set_device(0)\n"
+        "print(*where())\n",
+        TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    lines = [dict(zip(INDEXLESS, line.split())) for line in out.splitlines()]
+    expected = ["npu:1", "npu:0", "npu:1", "npu:0"]
+    assert lines == [dict.fromkeys(INDEXLESS, device) for device in expected]
+
+
 def test_visible_devices_select_and_renumber():
     out = _run("print(torch.npu.device_count())\n"
                "x = torch.ones(1, device='npu:1'); print(x.device)",

@@ -1,7 +1,7 @@
 """One row of the mapping table, as the C core installs it.
 
 ``(source, target, kind, mode, owner, name, target_obj, pos, binds, kws,
-device_objects)``:
+device_objects, current_index)``:
 
 * ``source``/``target``/``kind``: what the table entry says
   ("torch.cuda.synchronize" -> "torch.npu.synchronize", "function");
@@ -17,9 +17,15 @@ device_objects)``:
   builtin whose op schema types them ``Device``), so a CUDA string may be
   handed on as a cached ``torch.device``, which torch takes without
   parsing.  Anything else gets a string for a string.
+* ``current_index``: the callable gives a device without an index the
+  current device's (torch asks the device guard: ``Tensor.to``,
+  ``torch.tensor``, the factories).  The guard of the virtual NPU, a device
+  defined in Python, always answers 0, so the index of the thread's current
+  npu is put in before the call ('cuda' and 'npu' alike).
 """
 
 
 def row(source, target, kind, mode, owner, name, target_obj=None, pos=-1, binds=False,
-        kws=("device",), device_objects=False):
-    return (source, target, kind, mode, owner, name, target_obj, pos, binds, kws, device_objects)
+        kws=("device",), device_objects=False, current_index=False):
+    return (source, target, kind, mode, owner, name, target_obj, pos, binds, kws, device_objects,
+            current_index)

@@ -73,7 +73,8 @@ def rows(torch):
                 # "device" argument of an op schema is typed Device).
                 out.append(row(f"{dotted}.{name}", f"{dotted}.{name}", "device_arg",
                                _C.MODE_DEVICE_ARG, module, name,
-                               device_objects=inspect.isbuiltin(_original(getattr(module, name)))))
+                               device_objects=inspect.isbuiltin(_original(getattr(module, name))),
+                               current_index=True))
     out += _generator_rows(torch)
     return out
 

@@ -20,20 +20,21 @@ def rows(torch):
         row("torch.Tensor.is_cuda", "torch.Tensor.is_npu", "attribute", _C.MODE_ATTRIBUTE, T,
             "is_cuda", "is_npu"),
         row("torch.Tensor.to", "torch.Tensor.to", "device_arg", _C.MODE_DEVICE_ARG, T, "to",
-            pos=1, binds=True, device_objects=True),
+            pos=1, binds=True, device_objects=True, current_index=True),
         row("torch.nn.Module.cuda", "torch.nn.Module.npu", "method", _C.MODE_REDIRECT, M,
             "cuda", M.npu, 1, True),
         row("torch.nn.Module.to", "torch.nn.Module.to", "device_arg", _C.MODE_DEVICE_ARG, M,
-            "to", pos=1, binds=True),
+            "to", pos=1, binds=True, current_index=True),
     ]
     for name in TENSOR_NEW_METHODS:
         out.append(row(f"torch.Tensor.{name}", f"torch.Tensor.{name}", "device_arg",
-                       _C.MODE_DEVICE_ARG, T, name, binds=True, device_objects=True))
+                       _C.MODE_DEVICE_ARG, T, name, binds=True, device_objects=True,
+                       current_index=True))
     out += [
         row("torch.Tensor.pin_memory", "torch.Tensor.pin_memory", "device_arg",
             _C.MODE_DEVICE_ARG, T, "pin_memory", pos=1, binds=True, device_objects=True),
         row("torch.nn.Module.to_empty", "torch.nn.Module.to_empty", "device_arg",
-            _C.MODE_DEVICE_ARG, M, "to_empty", binds=True),
+            _C.MODE_DEVICE_ARG, M, "to_empty", binds=True, current_index=True),
         row("torch.set_default_device", "torch.set_default_device", "device_arg",
             _C.MODE_DEVICE_ARG, torch, "set_default_device", pos=0),
         row("torch.Tensor.type('torch.cuda.<T>Tensor')", "torch.Tensor.to(device='npu', dtype)",

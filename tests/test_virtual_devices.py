@@ -115,6 +115,25 @@ def test_a_device_without_index_is_the_current_one():
     assert lines == [dict.fromkeys(INDEXLESS, device) for device in expected]
 
 
+def test_torch_accelerator_is_the_npu():
+    # Device-agnostic scripts (torch.accelerator, PyTorch >= 2.6) pick and
+    # query the device through it: it must agree with torch.npu.
+    out = _run(
+        "A = torch.accelerator\n"
+        "A.set_device_index(1)\n"
+        "print(torch.npu.current_device(), A.current_device_index(),\n"
+        "      torch.ones(1, device='npu').device)\n"
+        "with A.device_index(0):\n"
+        "    print(torch.npu.current_device(), A.current_device_index())\n"
+        "print(A.current_device_index())\n"
+        "A.synchronize(); A.synchronize('cuda:0'); A.synchronize(1)\n"
+        "x = torch.empty(1024, device='npu:1')\n"
+        "print(A.memory_allocated() == torch.npu.memory_allocated(1) >= 4096,\n"
+        "      A.max_memory_allocated() >= 4096, A.get_memory_info() == torch.npu.mem_get_info(1))\n",
+        TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    assert out.splitlines() == ["1 1 npu:1", "0 0", "1", "True True True"]
+
+
 def test_visible_devices_select_and_renumber():
     out = _run("print(torch.npu.device_count())\n"
                "x = torch.ones(1, device='npu:1'); print(x.device)",

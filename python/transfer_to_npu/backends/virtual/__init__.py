@@ -68,7 +68,7 @@ def install(backend_module=None):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import amp, ddp, devices, factories, methods, npu, pinned, random, storage
+    from . import accelerator, amp, ddp, devices, factories, methods, npu, pinned, random, storage
 
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
@@ -86,6 +86,7 @@ def install(backend_module=None):
     storage.install()
     devices.install_autograd_workaround()
     ddp.install()
+    accelerator.install()
     _install_hccl()
     _installed = True
 

@@ -102,3 +102,25 @@ def test_compile_decorator_and_module_compile():
     rows = {m["source"]: m for m in transfer_to_npu.mappings()}
     assert rows["torch.compile(backend='inductor')"]["target"] == \
         "torch.compile(backend='aot_eager')"
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_factories_inside_a_compiled_region_stay_in_its_graph(backend):
+    """torch.arange(n, device=x.device) in a forward, as GPT-style models
+    write it: one graph, so that fullgraph=True compiles."""
+    torch._dynamo.reset()
+
+    def forward(x):
+        pos = torch.arange(x.shape[0], dtype=torch.float32, device=x.device)
+        bias = torch.zeros(x.shape[0], device="cuda") + torch.full((1,), 0.5, device="cuda:0")
+        return (x * 2 + pos + bias).sum()
+
+    x = torch.randn(4, device="cuda", requires_grad=True)
+    compiled = torch.compile(forward, backend=backend, fullgraph=True)
+    out = compiled(x)
+    out.backward()
+    assert out.device == npu(0)
+    assert torch.allclose(out, forward(x.detach()))
+    assert x.grad.tolist() == [2.0] * 4
+    explained = torch._dynamo.explain(forward)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

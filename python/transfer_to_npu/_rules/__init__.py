@@ -25,13 +25,19 @@ from ._row import row
 __all__ = ["rows", "row"]
 
 
+# The factories' (owner, name): compiled graphs may call their wrappers.
+_factories = []
+
+
 def rows(torch):
     """The mapping table's rows, for the torch that is running."""
     from .. import _C
 
+    factory_rows = factories.rows(torch)
+    _factories[:] = [(r[4], r[5]) for r in factory_rows]
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
                 "device")]
-           + cuda_module.rows(torch) + tensors.rows(torch) + factories.rows(torch)
+           + cuda_module.rows(torch) + tensors.rows(torch) + factory_rows
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
@@ -60,3 +66,5 @@ def after_enable(torch, installed_rows):
         if hasattr(current, "__npu_source__"):
             wrappers.append(current)
     jit.register_builtins(torch, wrappers)
+    jit.keep_for_graphs([w for w in (getattr(owner, name, None) for owner, name in _factories)
+                         if hasattr(w, "__npu_source__")])

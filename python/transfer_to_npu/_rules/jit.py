@@ -1,5 +1,6 @@
-"""TorchScript keeps working (the reference migration disables it), and
-on the virtual NPU torch.compile's default compiler, inductor, gives way to
+"""TorchScript keeps working (the reference migration disables it),
+torch.compile writes the migrated factories into its graphs, and on the
+virtual NPU torch.compile's default compiler, inductor, gives way to
 aot_eager (backends/virtual/compiler.py).
 
 Two things make scripted CUDA code run on the npu:
@@ -10,6 +11,13 @@ Two things make scripted CUDA code run on the npu:
 * ``torch.jit.script`` retargets the device constants of what it compiles:
   ``torch.ones(3, device='cuda')`` inside a scripted function becomes a
   ``Device`` constant "cuda", made "npu" here before the code first runs.
+
+Dynamo cannot trace into a wrapper, so each call of one inside a compiled
+region would end the graph there (and fail ``fullgraph=True``).  At the
+first torch.compile, the wrappers of the factories (``torch.arange(n,
+device=...)`` in a forward) are declared to it as functions to call in the
+graph, as the functions they wrap are: it records the call, and tracing
+it runs the wrapper, which rewrites the device, over fake tensors.
 """
 
 import functools
@@ -57,10 +65,27 @@ def _script(torch, original):
     return script
 
 
-def _compile(original):
+# The installed wrappers that compiled graphs may call, until the first
+# torch.compile declares them to dynamo (set by after_enable()).
+_for_graphs = []
+
+
+def keep_for_graphs(wrappers):
+    _for_graphs[:] = wrappers
+
+
+def _declare_to_dynamo(torch):
+    wrappers, _for_graphs[:] = list(_for_graphs), []
+    for wrapper in wrappers:
+        torch.compiler.allow_in_graph(wrapper)
+
+
+def _compile(torch, original, virtual):
     @functools.wraps(original)
     def compile(model=None, **kwargs):
-        if kwargs.get("backend") in (None, "inductor"):
+        if _for_graphs:
+            _declare_to_dynamo(torch)
+        if virtual and kwargs.get("backend") in (None, "inductor"):
             from ..backends.virtual import compiler
 
             kwargs["backend"] = compiler.aot_eager
@@ -74,13 +99,14 @@ def rows(torch):
 
     from .. import backends
 
-    out = [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
-               _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=())]
-    if backends.installed == "virtual":
-        out.append(row("torch.compile(backend='inductor')", "torch.compile(backend='aot_eager')",
-                       "function", _C.MODE_REDIRECT, torch, "compile", _compile(torch.compile),
-                       kws=()))
-    return out
+    virtual = backends.installed == "virtual"
+    source, target = (("torch.compile(backend='inductor')", "torch.compile(backend='aot_eager')")
+                      if virtual else
+                      ("torch.compile", "torch.compile (migrated factories in the graph)"))
+    return [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
+                _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=()),
+            row(source, target, "function", _C.MODE_REDIRECT, torch, "compile",
+                _compile(torch, torch.compile, virtual), kws=())]
 
 
 def register_builtins(torch, installed):

@@ -25,8 +25,8 @@ from ._row import row
 __all__ = ["rows", "row"]
 
 
-# The factories' (owner, name): compiled graphs may call their wrappers.
-_factories = []
+# The factories' sources: compiled graphs may call their wrappers.
+_factories = set()
 
 
 def rows(torch):
@@ -34,7 +34,8 @@ def rows(torch):
     from .. import _C
 
     factory_rows = factories.rows(torch)
-    _factories[:] = [(r[4], r[5]) for r in factory_rows]
+    _factories.clear()
+    _factories.update(r[0] for r in factory_rows)
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
                 "device")]
            + cuda_module.rows(torch) + tensors.rows(torch) + factory_rows
@@ -57,14 +58,16 @@ def _user_rows(torch):
 
 def after_enable(torch, installed_rows):
     """What has to see the installed wrappers (TorchScript's builtin table)."""
-    wrappers = []
+    wrappers, factory_wrappers = [], []
     for r in installed_rows:
         owner, name = r[4], r[5]
         if isinstance(owner, str):
             continue
         current = getattr(owner, name, None)
-        if hasattr(current, "__npu_source__"):
+        source = getattr(current, "__npu_source__", None)
+        if source is not None:
             wrappers.append(current)
+            if source in _factories:
+                factory_wrappers.append(current)
     jit.register_builtins(torch, wrappers)
-    jit.keep_for_graphs([w for w in (getattr(owner, name, None) for owner, name in _factories)
-                         if hasattr(w, "__npu_source__")])
+    jit.keep_for_graphs(factory_wrappers)

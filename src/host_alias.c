@@ -527,6 +527,20 @@ host_pin(PyObject *module, PyObject *tensor)
     return pin(ttn_get_state(module), tensor);
 }
 
+/* pin_made(handler): the factories' results asked for with pin_memory=True
+ * go to handler, which pins them (see is_pin_kw in wrapper.c). */
+static PyObject *
+host_pin_made(PyObject *module, PyObject *handler)
+{
+    if (!PyCallable_Check(handler)) {
+        PyErr_Format(PyExc_TypeError, "pin_made: handler must be callable, got %.200s",
+                     Py_TYPE(handler)->tp_name);
+        return NULL;
+    }
+    Py_XSETREF(ttn_get_state(module)->pin_made, Py_NewRef(handler));
+    Py_RETURN_NONE;
+}
+
 /* keep_to_exit(obj): a reference the interpreter never drops.  For what
  * must not be freed during finalisation: the last reference then taken by
  * a foreign thread would make it take the interpreter lock, which ends the
@@ -570,6 +584,8 @@ PyMethodDef ttn_host_alias_methods[] = {
     {"reset_peak_memory", host_reset_peak, METH_O, "reset_peak_memory(index)"},
     {"pin", host_pin, METH_O,
      "pin(cpu_tensor) -> cpu tensor over the same memory, pinned until torch frees it"},
+    {"pin_made", host_pin_made, METH_O,
+     "pin_made(handler): handler(tensor) pins what a factory made for pin_memory=True"},
     {"is_pinned", host_is_pinned, METH_O,
      "is_pinned(data_address) -> whether pin() made the memory at that address"},
     {"keep_to_exit", host_keep_to_exit, METH_O,

@@ -585,7 +585,8 @@ module_exec(PyObject *module)
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
         intern(&st->str_index, "index") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
         intern(&st->str_npu, "npu") < 0 || intern(&st->str_non_blocking, "non_blocking") < 0 ||
-        intern(&st->str_memory_format, "memory_format") < 0)
+        intern(&st->str_memory_format, "memory_format") < 0 ||
+        intern(&st->str_pin_memory, "pin_memory") < 0)
         goto exit;
     if (PyThread_tss_create(&st->current_device) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "cannot create the per-thread current npu");
@@ -687,6 +688,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->classify);
     Py_VISIT(st->retry);
     Py_VISIT(st->complete);
+    Py_VISIT(st->pin_made);
     Py_VISIT(st->pinned);
     return 0;
 }
@@ -714,6 +716,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_npu);
     Py_CLEAR(st->str_non_blocking);
     Py_CLEAR(st->str_memory_format);
+    Py_CLEAR(st->str_pin_memory);
     ttn_log_close(st);
     ttn_site_cache_clear(st);
     Py_CLEAR(st->internal_prefixes);
@@ -740,6 +743,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->classify);
     Py_CLEAR(st->retry);
     Py_CLEAR(st->complete);
+    Py_CLEAR(st->pin_made);
     Py_CLEAR(st->pinned);
     return 0;
 }

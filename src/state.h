@@ -119,12 +119,15 @@ typedef struct ttn_state {
                                 * true once they all are */
     int kernels_ready;         /* complete() has returned true */
     PyObject *pinned;          /* set of the data addresses of pinned host memory */
+    PyObject *pin_made;        /* pins what a factory made for pin_memory=True
+                                * (tensor -> pinned tensor); NULL: torch pins */
     Py_tss_t current_device;   /* per thread: torch.npu.current_device() + 1, or
                                 * 0 (unset: device 0); see npu_method.c */
     int current_seen;          /* some thread has made a device other than 0 current */
     PyTypeObject *npu_method_type;
     PyObject *str_non_blocking;
     PyObject *str_memory_format;
+    PyObject *str_pin_memory;
 } ttn_state;
 
 ttn_state *ttn_get_state(PyObject *module);

@@ -13,9 +13,9 @@
 
 /* Arguments copied on the stack before falling back to the heap. */
 #define TTN_SMALL_ARGS 8
-/* Most arguments one call can have rewritten (device, device_id, backend
- * and a positional one). */
-#define TTN_MAX_REWRITES 4
+/* Most arguments one call can have rewritten (device, device_id, backend,
+ * a positional one and pin_memory). */
+#define TTN_MAX_REWRITES 5
 
 typedef struct {
     PyObject_HEAD
@@ -30,6 +30,7 @@ typedef struct {
     int fast; /* a mode the hot path in Wrapper_vectorcall serves */
     int device_objects; /* hand the target a torch.device for a CUDA string */
     int current;        /* give an index-less device the current index */
+    int pins;           /* pin what pin_memory=True makes (is_pin_kw) */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
     PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
@@ -165,6 +166,26 @@ is_device_kw(WrapperObject *self, PyObject *name)
     return 0;
 }
 
+/* pin_memory=... given to a callable that makes tensors where the NPU
+ * cannot pin: the general path has the tensor made unpinned, then pinned. */
+static inline int
+is_pin_kw(WrapperObject *self, PyObject *name)
+{
+    return self->pins && ttn_kwname_is(name, self->state->str_pin_memory);
+}
+
+/* A true pin_memory at slot i is made False (a callable without that
+ * argument still says so itself).  Returns 1 when it was true. */
+static int
+unpin_slot(ttn_rewrite *rw, Py_ssize_t i)
+{
+    int r = PyObject_IsTrue(rw->args[i]);
+
+    if (r <= 0)
+        return r;
+    return rewrite_set(rw, i, Py_NewRef(Py_False), NULL) < 0 ? -1 : 1;
+}
+
 /* Every mode, every argument shape: the general path. */
 static TTN_NOINLINE PyObject *
 wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
@@ -174,7 +195,7 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, i;
     ttn_rewrite rw;
     PyObject *result = NULL;
-    int changed = 0, r;
+    int changed = 0, pin = 0, r;
 
     if (!st->enabled)
         return call_target(self->wrapped, args, nargsf, kwnames);
@@ -222,6 +243,11 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
         }
         if (k == nkws && self->mode == TTN_MODE_BACKEND && ttn_kwname_is(name, st->str_backend))
             r = rewrite_slot(self, &rw, nargs + i, 1, name);
+        else if (k == nkws && is_pin_kw(self, name)) {
+            r = unpin_slot(&rw, nargs + i);
+            pin |= r > 0;
+            r = r < 0 ? r : 0; /* not a migration */
+        }
         if (r < 0)
             goto exit;
         changed |= r;
@@ -235,6 +261,8 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
     else
         result = call_target(self->target, rw.buf + 1,
                              (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+    if (pin && result != NULL)
+        Py_SETREF(result, PyObject_CallOneArg(st->pin_made, result));
 
 exit:
     rewrite_free(&rw);
@@ -257,10 +285,13 @@ maybe_device_kw(WrapperObject *self, PyObject *const *values, PyObject *kwnames)
 {
     Py_ssize_t i, nkw = PyTuple_GET_SIZE(kwnames);
 
-    for (i = 0; i < nkw; i++)
-        if (is_device_kw(self, PyTuple_GET_ITEM(kwnames, i)) &&
-            maybe_device(self->state, values[i]))
+    for (i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+
+        if (is_device_kw(self, name) ? maybe_device(self->state, values[i])
+                                     : is_pin_kw(self, name))
             return 1;
+    }
     return 0;
 }
 
@@ -294,8 +325,11 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
         PyObject *r = NULL, *d = NULL;
         int v;
 
-        if (!is_device_kw(self, kw))
+        if (!is_device_kw(self, kw)) {
+            if (is_pin_kw(self, kw))
+                verdict = TTN_QUICK_SLOW;
             continue;
+        }
         v = ttn_quick_device(st, args[nargs + i], &r, &d);
         if (v == TTN_QUICK_KEEP)
             continue;
@@ -374,6 +408,11 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
      * these (Tensor.to, torch.tensor; the row says so), and the guard of
      * a device defined in Python answers 0. */
     self->current = mode == TTN_MODE_DEVICE_ARG && (devarg_flags & TTN_DEVARG_CURRENT) != 0;
+    /* Those are the callables that make tensors (the factories,
+     * Tensor.new_*; Tensor.to and Module.to take no pin_memory), and the
+     * virtual NPU, a device defined in Python, has no pinned allocator for
+     * torch to ask: the backend pins instead (pin_made). */
+    self->pins = self->current && st->pin_made != NULL;
     self->device_kws = Py_NewRef(device_kws);
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;

@@ -100,3 +100,18 @@ def test_load_of_a_path_with_cuda_in_it(tmp_path):
     path = d / "model_cuda.pt"
     torch.save(torch.ones(2), path)
     assert torch.load(str(path), map_location="cuda").device == npu(0)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0])
+def test_safetensors_loads_onto_the_npu(tmp_path, device):
+    # safetensors stages a load to CUDA in pinned host memory
+    # (torch.empty(..., pin_memory=True)) before copying it over.
+    safetensors = pytest.importorskip("safetensors.torch")
+    weights = {"w": torch.randn(3, 4), "b": torch.arange(5, dtype=torch.int64)}
+    path = str(tmp_path / "model.safetensors")
+    safetensors.save_file(weights, path)
+    loaded = safetensors.load_file(path, device=device)
+    for name, value in weights.items():
+        assert loaded[name].device == npu(0) and torch.equal(loaded[name].cpu(), value)
+    with safetensors.safe_open(path, framework="pt", device=device) as f:
+        assert torch.equal(f.get_tensor("w").cpu(), weights["w"])

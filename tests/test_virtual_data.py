@@ -38,6 +38,39 @@ def test_npu_tensors_are_not_pinned():
         x.pin_memory()
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.empty(3, 4, pin_memory=True),
+    lambda: torch.zeros(5, dtype=torch.float16, pin_memory=True),
+    lambda: torch.full((2, 2), 7.0, pin_memory=True),
+    lambda: torch.tensor([1.0, 2.0], pin_memory=True),
+    lambda: torch.randn(3, pin_memory=True),
+    lambda: torch.empty_like(torch.ones(2, 3), pin_memory=True),
+    lambda: torch.ones(2).new_zeros((4,), pin_memory=True),
+    lambda: torch.empty(3, device="cpu", pin_memory=True),
+], ids=["empty", "zeros", "full", "tensor", "randn", "empty_like", "new_zeros", "cpu"])
+def test_factories_make_pinned_memory(make):
+    # The npu's pinned allocator is what torch asks for these.
+    p = make()
+    assert p.device.type == "cpu" and p.is_pinned()
+    x = p.to("cuda", non_blocking=True)
+    assert x.device == npu(0) and torch.equal(x.cpu(), p)
+
+
+def test_pinned_factories_keep_their_arguments():
+    p = torch.ones(2, 3, dtype=torch.float64, pin_memory=True, requires_grad=True)
+    assert p.is_pinned() and p.requires_grad and p.is_leaf and p.dtype == torch.float64
+    assert torch.equal(p.detach(), torch.ones(2, 3, dtype=torch.float64))
+    assert not torch.empty(3, pin_memory=False).is_pinned()
+    assert not torch.empty(3).is_pinned()
+
+
+def test_pinned_factories_refuse_what_torch_refuses():
+    with pytest.raises(RuntimeError, match="Only dense CPU tensors can be pinned"):
+        torch.empty(3, device="cuda", pin_memory=True)
+    with pytest.raises(TypeError, match="pin_memory"):
+        torch.ones(2).to("cuda", pin_memory=True)
+
+
 def test_non_blocking_copies():
     src = torch.randn(64, 8).pin_memory()
     x = src.to("npu", non_blocking=True)

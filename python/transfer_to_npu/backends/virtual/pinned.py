@@ -8,8 +8,10 @@ frees it, and ``is_pinned()`` asks that registry; both are the kernels of
 ``_pin_memory`` and ``is_pinned`` for cpu tensors.  Copies from pinned
 memory to the npu, blocking or not, are plain host copies.
 
-``torch.empty(..., pin_memory=True)`` and the other factories still ask
-torch's allocator and fail.
+The factories (``torch.empty(..., pin_memory=True)``, ``torch.tensor``,
+``Tensor.new_*``) would ask that allocator too: their migration wrappers
+have the tensor made unpinned and pass it to ``_pin_made`` (safetensors
+stages a load to the device this way).
 """
 
 import torch
@@ -38,6 +40,19 @@ def _is_pinned(self, device=None):
     return storage.nbytes() > 0 and _C.is_pinned(storage.data_ptr())
 
 
+def _pin_made(tensor):
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
+    if tensor.device.type != "cpu" or tensor.layout != torch.strided:
+        # torch's words for a device tensor asked to be pinned
+        raise RuntimeError("Only dense CPU tensors can be pinned")
+    if tensor.untyped_storage().nbytes() == 0:
+        return tensor
+    if not tensor.requires_grad:
+        return _C.pin(tensor)
+    return _C.pin(tensor.detach()).requires_grad_()
+
+
 def _npu_pin_memory(self, device=None):
     raise RuntimeError(
         f"cannot pin a tensor on {self.device}: only dense CPU tensors can be pinned")
@@ -54,3 +69,4 @@ def install():
     lib.impl("_pin_memory", _npu_pin_memory, "PrivateUse1")
     lib.impl("is_pinned", _npu_is_pinned, "PrivateUse1")
     _libraries.append(lib)
+    _C.pin_made(_pin_made)

@@ -124,3 +124,29 @@ def test_factories_inside_a_compiled_region_stay_in_its_graph(backend):
     assert x.grad.tolist() == [2.0] * 4
     explained = torch._dynamo.explain(forward)(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_compiled_checkpoint_replays_dropout():
+    """torch.utils.checkpoint around dropout in a compiled model: the
+    backward recomputes the dropout with the RNG state the forward saved,
+    so the gradient is the one of the mask the forward drew."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    w = torch.randn(64, device="cuda", requires_grad=True)
+    x = torch.randn(64, device="cuda")
+
+    def block(w):
+        return nn.functional.dropout(x * w, p=0.5, training=True)
+
+    def forward(w):
+        y = checkpoint(block, w, use_reentrant=False)
+        return y, (y * y).sum()
+
+    y, loss = torch.compile(forward, backend="aot_eager")(w)
+    loss.backward()
+    kept = (y != 0).float()
+    assert 0 < kept.sum() < 64
+    # d/dw of sum(y^2), y = mask * x * w / (1 - p)
+    assert torch.allclose(w.grad, 2 * y * kept * x / 0.5)

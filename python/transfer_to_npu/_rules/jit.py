@@ -18,6 +18,12 @@ first torch.compile, the wrappers of the factories (``torch.arange(n,
 device=...)`` in a forward) are declared to it as functions to call in the
 graph, as the functions they wrap are: it records the call, and tracing
 it runs the wrapper, which rewrites the device, over fake tensors.
+
+Random ops that a compiled graph recomputes (``torch.utils.checkpoint``
+around dropout) are run by torch between a save and a restore of the RNG
+state of their device, through the module of that device, known to torch
+for CUDA and the CPU only: an npu tensor's device is answered as "cuda"
+there, and ``torch.cuda.get_rng_state`` / ``set_rng_state`` are the npu's.
 """
 
 import functools
@@ -94,7 +100,17 @@ def _compile(torch, original, virtual):
     return compile
 
 
+def _rng_device(original):
+    @functools.wraps(original)
+    def get_device(args, kwargs):
+        device = original(args, kwargs)
+        return "cuda" if device == "npu" else device
+
+    return get_device
+
+
 def rows(torch):
+    import torch._prims.rng_prims as rng_prims
     import torch.jit
 
     from .. import backends
@@ -106,7 +122,11 @@ def rows(torch):
     return [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
                 _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=()),
             row(source, target, "function", _C.MODE_REDIRECT, torch, "compile",
-                _compile(torch, torch.compile, virtual), kws=())]
+                _compile(torch, torch.compile, virtual), kws=()),
+            row("torch._prims.rng_prims.get_device",
+                "npu as cuda (RNG state saved and restored through torch.cuda)", "function",
+                _C.MODE_REDIRECT, rng_prims, "get_device", _rng_device(rng_prims.get_device),
+                kws=())]
 
 
 def register_builtins(torch, installed):

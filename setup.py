@@ -15,6 +15,7 @@ SOURCES = [
     "src/wrapper.c",
     "src/devargs.c",
     "src/device_ctor.c",
+    "src/class_ctor.c",
     "src/patch.c",
     "src/host_alias.c",
     "src/npu_method.c",

@@ -20,6 +20,21 @@ static struct {
 
 /* ------------------------------------------------------------------------- */
 
+/* A new tuple: args with its first item made `first`.  (A full slice of a
+ * tuple is the tuple itself, which may be the caller's: torch.device(*t).) */
+PyObject *
+ttn_tuple_with_first(PyObject *args, PyObject *first)
+{
+    Py_ssize_t i, n = PyTuple_GET_SIZE(args);
+    PyObject *copy = PyTuple_New(n);
+
+    if (copy == NULL)
+        return NULL;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(copy, i, Py_NewRef(i == 0 ? first : PyTuple_GET_ITEM(args, i)));
+    return copy;
+}
+
 static PyObject *
 raise_invalid(ttn_state *st, PyObject *spec)
 {
@@ -47,10 +62,9 @@ call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds,
         result = installed.original_new(type, args, newkwds);
     }
     else {
-        newargs = PyTuple_GetSlice(args, 0, PyTuple_GET_SIZE(args));
+        newargs = ttn_tuple_with_first(args, npu);
         if (newargs == NULL)
             goto exit;
-        Py_SETREF(((PyTupleObject *)newargs)->ob_item[0], Py_NewRef(npu));
         result = installed.original_new(type, newargs, kwds);
     }
 

@@ -174,6 +174,15 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         rc = ttn_device_ctor_install(module, st, (PyTypeObject *)original, entry);
         goto exit;
     }
+    if (mode == TTN_MODE_CLASS_DEVICE) {
+        if (!PyType_Check(original)) {
+            PyErr_Format(PyExc_TypeError, "%s is not a class", source);
+            goto exit;
+        }
+        rc = ttn_class_ctor_install(module, st, (PyTypeObject *)original,
+                                    target_obj == Py_None ? NULL : target_obj, entry);
+        goto exit;
+    }
     /* One original, one replacement: a function bound under several names
      * (torch.distributed and its c10d module) stays one object. */
     replacement = ttn_ptrmap_get(&st->replacements, original);
@@ -283,6 +292,7 @@ uninstall(ttn_state *st)
     if (ttn_import_hook_remove(st) < 0)
         PyErr_WriteUnraisable(NULL);
     ttn_device_ctor_restore(st);
+    ttn_class_ctor_restore(st);
     rc = ttn_patch_restore_all(st);
     /* After the records: they hold the originals the map's keys point at. */
     ttn_ptrmap_clear(&st->replacements, release_object);
@@ -631,6 +641,7 @@ module_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MODE_BACKEND", TTN_MODE_BACKEND) < 0 ||
         PyModule_AddIntConstant(module, "MODE_ATTRIBUTE", TTN_MODE_ATTRIBUTE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_CONSTRUCTOR", TTN_MODE_CONSTRUCTOR) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_CLASS_DEVICE", TTN_MODE_CLASS_DEVICE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REPLACE", TTN_MODE_REPLACE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_UNSUPPORTED", TTN_MODE_UNSUPPORTED) < 0 ||
         PyModule_AddIntConstant(module, "MODE_ARG_REPLACE", TTN_MODE_ARG_REPLACE) < 0 ||

@@ -37,7 +37,8 @@ enum ttn_mode {
     TTN_MODE_REPLACE = 6,     /* attribute replaced by the target object itself */
     TTN_MODE_UNSUPPORTED = 7, /* no NPU counterpart: warn per call site, then run a
                                * stand-in or raise */
-    TTN_MODE_ARG_REPLACE = 8  /* a positional argument replaced by a constant (user rules) */
+    TTN_MODE_ARG_REPLACE = 8, /* a positional argument replaced by a constant (user rules) */
+    TTN_MODE_CLASS_DEVICE = 9 /* a C class's construction with a device (torch.Stream) */
 };
 
 /* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */
@@ -220,6 +221,12 @@ PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_n
 int ttn_device_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *device_type,
                             ttn_entry *entry);
 void ttn_device_ctor_restore(ttn_state *st);
+PyObject *ttn_tuple_with_first(PyObject *args, PyObject *first);
+
+/* class_ctor.c */
+int ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type,
+                           PyObject *npu_class, ttn_entry *entry);
+void ttn_class_ctor_restore(ttn_state *st);
 
 /* import_hook.c */
 extern PyType_Spec ttn_import_hook_spec;

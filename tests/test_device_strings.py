@@ -53,6 +53,18 @@ def test_device_objects_made_before_migration():
         assert torch.empty(1, device=others[1]).device.type == "cpu"
 
 
+def test_the_callers_arguments_are_left_as_they_were():
+    """torch.device(*spec) hands the constructor the caller's own tuple."""
+    class Index(int):
+        pass
+
+    spec = ("cuda", Index(0))
+    assert torch.device(*spec) == torch.device("npu", 0)
+    stream_spec = ("cuda",)
+    assert isinstance(torch.Stream(*stream_spec), torch.Stream)
+    assert spec == ("cuda", 0) and stream_spec == ("cuda",)
+
+
 def test_torch_device_is_still_the_type():
     d = torch.device("cuda:0")
     assert type(d) is torch.device

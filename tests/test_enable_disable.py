@@ -52,6 +52,9 @@ def test_disable_then_enable(migrated):
         assert torch.zeros is torch._C._VariableFunctions.zeros
         assert "to" not in torch.Tensor.__dict__
         assert torch.device("cuda").type == "cuda"
+        assert type(torch.Event(device="npu")) is torch.Event
+        with pytest.raises(RuntimeError):
+            torch.Stream(device="cuda")
         assert torch.cuda.is_available() is False
         # A reference kept from before behaves as the original now.
         assert wrapper(2).device.type == "cpu"
@@ -59,6 +62,7 @@ def test_disable_then_enable(migrated):
             wrapper(2, device="cuda")
     finally:
         transfer_to_npu.enable()
+    assert isinstance(torch.Stream(device="cuda"), torch.npu.Stream)
     before = calls("torch.zeros")
     assert torch.zeros(1, device="cuda").device.type == "npu"
     assert wrapper(1, device="cuda").device.type == "npu"

@@ -119,7 +119,8 @@ def test_sparse_reaches_the_npu(name):
 
 
 # Device-taking constructors with tests of their own.
-TESTED_ELSEWHERE = {"Generator"}  # test_more_spellings.py
+TESTED_ELSEWHERE = {"Generator",  # test_more_spellings.py
+                    "Stream", "Event"}  # test_virtual_devices.py
 
 
 def test_every_device_factory_has_a_sample():

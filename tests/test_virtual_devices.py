@@ -4,6 +4,7 @@ import time
 import pytest
 import torch
 
+import transfer_to_npu
 from conftest import run_python
 
 
@@ -194,6 +195,47 @@ def test_elapsed_time_needs_timing_and_recording():
     c, d = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
     with pytest.raises(RuntimeError, match="recorded"):
         c.elapsed_time(d)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda"), 0, None, "npu"])
+def test_torch_stream_and_event_on_the_npu(device):
+    """torch's device-generic classes, spelt for CUDA or for the
+    accelerator: they are still those classes, and they work."""
+    kw = {} if device is None else {"device": device}
+    s = torch.Stream(**kw)
+    assert isinstance(s, torch.Stream) and s.device == torch.device("npu", 0)
+    start = torch.Event(**kw, enable_timing=True)
+    end = torch.Event(**kw, enable_timing=True)
+    assert isinstance(start, torch.Event) and start.device == torch.device("npu", 0)
+    with torch.cuda.stream(s):
+        assert torch.cuda.current_stream() is s
+        start.record(s)
+        time.sleep(0.02)
+        end.record(s)
+    s.wait_event(end)
+    end.synchronize()
+    s.synchronize()
+    assert end.query() and 15 <= start.elapsed_time(end) < 5000
+
+
+def test_torch_stream_and_event_keep_torch_behaviour_elsewhere():
+    assert type(torch.Event(device="cpu")) is torch.Event
+    assert type(torch.Stream(device="cpu")) is torch.Stream
+
+    class Timer(torch.Event):  # a subclass of the user's: only migrated
+        pass
+
+    assert type(Timer(device="cuda")) is Timer and Timer(device="cuda").device.type == "npu"
+    with pytest.raises(transfer_to_npu.InvalidDeviceError, match="cuda:x"):
+        torch.Event(device="cuda:x")
+
+
+def test_torch_stream_of_another_device():
+    out = _run("s = torch.Stream('cuda:1'); e = torch.Event(device=torch.device('cuda', 1))\n"
+               "torch.cuda.set_device(1)\n"
+               "print(s.device, e.device, torch.Stream().device, torch.Event().device)",
+               TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    assert out == "npu:1 npu:1 npu:1 npu:1"
 
 
 def test_stream_of_another_device():

@@ -75,7 +75,7 @@ def rows(torch):
                                _C.MODE_DEVICE_ARG, module, name,
                                device_objects=inspect.isbuiltin(_original(getattr(module, name))),
                                current_index=True))
-    out += _generator_rows(torch)
+    out += _generator_rows(torch) + _class_rows(torch)
     return out
 
 
@@ -89,3 +89,25 @@ def _generator_rows(torch):
         return []
     return [row("torch.Generator", "torch.Generator", "device_arg", _C.MODE_DEVICE_ARG, meta,
                 "__call__", pos=1, binds=True)]
+
+
+# torch's device-generic C classes whose constructor takes a device first.
+_CLASSES = ("Stream", "Event")
+
+
+def _class_rows(torch):
+    """torch.Stream(device='cuda'), torch.Event(device='cuda'): C classes,
+    whose construction (their tp_new slot) is patched in C.  The virtual
+    NPU's own subclasses make those for the npu: torch's cannot synchronise
+    or time on a device defined in Python."""
+    from .. import backends
+
+    npu_classes = {}
+    if backends.installed == "virtual":
+        from ..backends.virtual import streams
+
+        npu_classes = {"Stream": streams.Stream, "Event": streams.DeviceEvent}
+    return [row(f"torch.{name}", f"torch.{name}" + (" (the virtual NPU's)" if name in npu_classes
+                                                    else ""),
+                "constructor", _C.MODE_CLASS_DEVICE, torch, name, npu_classes.get(name), pos=0)
+            for name in _CLASSES if isinstance(getattr(torch, name, None), type)]

@@ -15,6 +15,10 @@ from . import devices
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
            "StreamContext"]
 
+# Keywords of torch.Stream's internal form, which rewraps a stream torch
+# made in C++: the virtual NPU's streams are Python objects.
+_STREAM_INTERNALS = ("stream_id", "device_index", "device_type")
+
 
 class Stream(torch.Stream):
     """A queue of work on a virtual NPU (``torch.npu.Stream``).  A
@@ -22,6 +26,11 @@ class Stream(torch.Stream):
     stream code (FSDP's, DDP's) take it."""
 
     def __new__(cls, device=None, priority=0, **kwargs):
+        internal = [k for k in _STREAM_INTERNALS if k in kwargs]
+        if internal:
+            raise TypeError(
+                f"an npu stream cannot be made from {', '.join(internal)}: the virtual NPU's "
+                f"streams are made by torch.npu.Stream(device, priority)")
         return super().__new__(cls, device=devices.as_device(device), priority=priority)
 
     def __init__(self, device=None, priority=0, **kwargs):
@@ -70,11 +79,11 @@ class Stream(torch.Stream):
         return f"<torch.npu.Stream device={self.device} at {id(self):#x}>"
 
 
-class Event:
-    """A point in a stream, with its host time when timing is enabled
-    (``torch.npu.Event``)."""
+class _Timed:
+    """What an event of the virtual NPU does: keep its host time when it is
+    recorded; there is never anything to wait for."""
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+    def _setup(self, enable_timing, blocking, interprocess):
         self.enable_timing = enable_timing
         self.blocking = blocking
         self.interprocess = interprocess
@@ -102,7 +111,37 @@ class Event:
 
     def __repr__(self):
         state = "recorded" if self._time is not None else "not recorded"
-        return f"<torch.npu.Event {state}>"
+        return f"<{self._name} {state}>"
+
+
+class Event(_Timed):
+    """A point in a stream, with its host time when timing is enabled
+    (``torch.npu.Event``)."""
+
+    _name = "torch.npu.Event"
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self._setup(enable_timing, blocking, interprocess)
+
+
+class DeviceEvent(_Timed, torch.Event):
+    """``torch.Event`` on the npu (``torch.Event(device='npu')``, and
+    ``torch.Event()`` with the npu as the accelerator), which torch itself
+    cannot synchronise or time on a device defined in Python."""
+
+    _name = "torch.Event"
+
+    def __new__(cls, device=None, *, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, device=devices.as_device(device), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+    def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):
+        self._device = devices.as_device(device)
+        self._setup(enable_timing, blocking, interprocess)
+
+    @property
+    def device(self):
+        return self._device
 
 
 _default_streams = {}

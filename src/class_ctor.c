@@ -1,0 +1,224 @@
+/* torch.Stream(device='cuda'), torch.Event(device='cuda'): C classes whose
+ * constructor takes a device.
+ *
+ * Their names must stay the classes (isinstance, subclasses), so, as for
+ * torch.device (device_ctor.c), the tp_new slot of each is replaced while
+ * migration is enabled, and a CUDA device argument is handed on as the
+ * npu's.  A backend whose npu cannot serve torch's own objects (the virtual
+ * NPU, a device defined in Python: its events can neither synchronise nor
+ * time) names a subclass that can; a constructor call for the npu (an npu
+ * device, an index, or none: the accelerator's current device) then makes
+ * one of those.  A slot function receives no context, so the installed
+ * classes are reached through one process-wide table.
+ */
+#include "state.h"
+
+/* Classes one process can have patched (torch.Stream, torch.Event). */
+#define TTN_CLASS_CTORS 4
+
+typedef struct {
+    PyObject *module; /* strong while installed: keeps the state below alive */
+    ttn_state *state; /* NULL while not installed */
+    PyTypeObject *npu_class; /* strong, or NULL: torch's own objects serve */
+    ttn_entry *entry;
+    /* Kept after restore, for good: a subclass made while patched keeps
+     * class_new as its slot, and a call already inside class_new (another
+     * thread may disable meanwhile) still reaches the original. */
+    PyTypeObject *type; /* strong */
+    newfunc original_new;
+    vectorcallfunc original_vectorcall;
+} ttn_class_ctor;
+
+static ttn_class_ctor installed[TTN_CLASS_CTORS];
+
+/* ------------------------------------------------------------------------- */
+
+/* The record of type, or of the patched class it derives from (a subclass
+ * made after the patch inherits the slot); NULL for none. */
+static ttn_class_ctor *
+record_of(PyTypeObject *type)
+{
+    int i;
+
+    for (i = 0; i < TTN_CLASS_CTORS; i++)
+        if (installed[i].type == type)
+            return &installed[i];
+    for (i = 0; i < TTN_CLASS_CTORS; i++)
+        if (installed[i].type != NULL && PyType_IsSubtype(type, installed[i].type))
+            return &installed[i];
+    return NULL;
+}
+
+/* Whether the device a constructor gets (migrated) is the npu: none (the
+ * accelerator's current device), an index, an npu spelling or device. */
+static int
+names_npu(ttn_state *st, PyObject *dev)
+{
+    int type, index;
+
+    if (dev == NULL || dev == Py_None)
+        return 1;
+    if (PyLong_Check(dev))
+        return !PyBool_Check(dev);
+    if (PyUnicode_Check(dev))
+        return PyUnicode_Tailmatch(dev, st->str_npu, 0, 3, -1) == 1 &&
+               (PyUnicode_GET_LENGTH(dev) == 3 || PyUnicode_ReadChar(dev, 3) == ':');
+    if (st->device_type != NULL && Py_IS_TYPE(dev, st->device_type)) {
+        if (ttn_device_decode(st, dev, &type, &index) < 0)
+            return -1;
+        return type == TTN_C10_PRIVATEUSE1;
+    }
+    return 0;
+}
+
+/* args and kwds with the device argument (the first positional one, else
+ * the keyword `device`) made `device`; new references. */
+static int
+with_device(ttn_state *st, PyObject *args, PyObject *kwds, PyObject *device, PyObject **newargs,
+            PyObject **newkwds)
+{
+    *newargs = NULL;
+    *newkwds = NULL;
+    if (PyTuple_GET_SIZE(args) > 0) {
+        *newargs = ttn_tuple_with_first(args, device);
+        if (*newargs == NULL)
+            return -1;
+        *newkwds = Py_XNewRef(kwds);
+        return 0;
+    }
+    *newargs = Py_NewRef(args);
+    *newkwds = PyDict_Copy(kwds);
+    if (*newkwds == NULL || PyDict_SetItem(*newkwds, st->str_device, device) < 0) {
+        Py_CLEAR(*newargs);
+        Py_CLEAR(*newkwds);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    ttn_class_ctor *rec = record_of(type);
+    ttn_state *st;
+    PyObject *dev = NULL, *mapped = NULL, *newargs = NULL, *newkwds = NULL, *result = NULL;
+    int r;
+
+    if (rec == NULL) { /* records are kept for good: cannot happen */
+        PyErr_Format(PyExc_SystemError, "%s: constructor slot without its class",
+                     type->tp_name);
+        return NULL;
+    }
+    st = rec->state;
+    if (st == NULL || !st->enabled)
+        return rec->original_new(type, args, kwds);
+    if (PyTuple_GET_SIZE(args) > 0)
+        dev = PyTuple_GET_ITEM(args, 0);
+    else if (kwds != NULL) {
+        dev = PyDict_GetItemWithError(kwds, st->str_device);
+        if (dev == NULL && PyErr_Occurred())
+            goto exit;
+    }
+    if (dev != NULL) {
+        r = ttn_map_device(st, dev, &mapped, st->str_device, rec->entry);
+        if (r < 0)
+            goto exit;
+        if (r) {
+            ttn_hit_detail(st, rec->entry, st->str_device, dev, mapped);
+            if (with_device(st, args, kwds, mapped, &newargs, &newkwds) < 0)
+                goto exit;
+            args = newargs;
+            kwds = newkwds;
+            dev = mapped;
+        }
+    }
+    /* A subclass (the user's, or the npu's own calling up) is only
+     * migrated. */
+    if (rec->npu_class != NULL && type == rec->type) {
+        r = names_npu(st, dev);
+        if (r < 0)
+            goto exit;
+        if (r) {
+            /* Only made here: type_call initialises what this returns. */
+            result = rec->npu_class->tp_new(rec->npu_class, args, kwds);
+            goto exit;
+        }
+    }
+    result = rec->original_new(type, args, kwds);
+
+exit:
+    Py_XDECREF(mapped);
+    Py_XDECREF(newargs);
+    Py_XDECREF(newkwds);
+    return result;
+}
+
+/* ------------------------------------------------------------------------- */
+
+int
+ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyObject *npu_class,
+                       ttn_entry *entry)
+{
+    ttn_class_ctor *rec = NULL;
+    int i;
+
+    if (type->tp_new == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s has no constructor to patch", entry->source);
+        return -1;
+    }
+    if (npu_class != NULL &&
+        (!PyType_Check(npu_class) || !PyType_IsSubtype((PyTypeObject *)npu_class, type))) {
+        PyErr_Format(PyExc_TypeError, "%s: the npu's class must derive from it, got %R",
+                     entry->source, npu_class);
+        return -1;
+    }
+    for (i = 0; i < TTN_CLASS_CTORS && rec == NULL; i++)
+        if (installed[i].type == type || installed[i].type == NULL)
+            rec = &installed[i];
+    if (rec == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: no room for another patched constructor",
+                     entry->source);
+        return -1;
+    }
+    if (rec->state == st)
+        return 0; /* already patched by this module */
+    if (rec->state != NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s is already patched by another transfer_to_npu module",
+                     entry->source);
+        return -1;
+    }
+    if (rec->type == NULL) {
+        rec->type = (PyTypeObject *)Py_NewRef(type);
+        rec->original_new = type->tp_new;
+        rec->original_vectorcall = type->tp_vectorcall;
+    }
+    rec->module = Py_NewRef(module);
+    rec->state = st;
+    rec->npu_class = (PyTypeObject *)Py_XNewRef(npu_class);
+    rec->entry = entry;
+    /* A type's own vectorcall would bypass tp_new: route calls through
+     * tp_call -> tp_new while patched. */
+    type->tp_vectorcall = NULL;
+    type->tp_new = class_new;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+
+void
+ttn_class_ctor_restore(ttn_state *st)
+{
+    int i;
+
+    for (i = 0; i < TTN_CLASS_CTORS; i++) {
+        ttn_class_ctor *rec = &installed[i];
+
+        if (rec->state != st)
+            continue;
+        rec->type->tp_new = rec->original_new;
+        rec->type->tp_vectorcall = rec->original_vectorcall;
+        rec->state = NULL;
+        Py_CLEAR(rec->npu_class);
+        Py_CLEAR(rec->module);
+    }
+}

@@ -179,6 +179,66 @@ def test_fsdp_two_ranks_equal_one_process(fsdp_runs):
     _state_dicts_close(a, b, atol=1e-5)
 
 
+FSDP2_META_INIT = textwrap.dedent("""
+    import hashlib
+    import transfer_to_npu  # run this CUDA script on the NPU
+    import torch, torch.distributed as dist, torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(rank)
+
+    def build(seed):
+        # Made on the meta device, sharded, then given memory and
+        # initialised in place: random ops on DTensors.
+        with torch.device("meta"):
+            model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        model.to_empty(device="cuda")
+        torch.manual_seed(seed)
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                layer.reset_parameters()
+        return model
+
+    def full(model):
+        return [p.detach().full_tensor().cpu() for p in model.parameters()]
+
+    a, again, other = full(build(0)), full(build(0)), full(build(1))
+    w = a[0]  # 32 x 16, rows 0-15 on rank 0, 16-31 on rank 1
+    bound = 1 / 16 ** 0.5
+    model = build(0)
+    x = torch.randn(8, 16, device="cuda")
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    digest = hashlib.sha256(b"".join(t.numpy().tobytes() for t in a)).hexdigest()[:16]
+    print(f"rank {rank} digest {digest} halves differ {not torch.equal(w[:16], w[16:])} "
+          f"in bound {bool(w.abs().max() <= bound)} spread {bool(w.std() > bound / 3)} "
+          f"same seed same {all(torch.equal(p, q) for p, q in zip(a, again))} "
+          f"other seed other {not torch.equal(w, other[0])} "
+          f"loss finite {bool(torch.isfinite(loss))} end")
+    dist.destroy_process_group()
+""")
+
+
+def test_fsdp2_parameters_initialised_after_sharding(tmp_path):
+    """FSDP2's meta-device initialisation, as large-model scripts write it:
+    reset_parameters() on sharded parameters draws on every rank's shard."""
+    script = tmp_path / "fsdp2_meta.py"
+    script.write_text(FSDP2_META_INIT)
+    done = _ok(_torchrun([script], tmp_path))
+    found = re.findall(r"rank (\d) digest (\w+) (.*?) end", done.stdout)
+    assert sorted(r for r, _, _ in found) == ["0", "1"], done.stdout
+    assert found[0][1] == found[1][1]  # both ranks see the same full parameters
+    for _, _, checks in found:
+        assert checks == ("halves differ True in bound True spread True same seed same True "
+                          "other seed other True loss finite True")
+
+
 # --- every collective ---------------------------------------------------------
 
 COLLECTIVES = textwrap.dedent('''

@@ -22,6 +22,9 @@
   the migrated ``torch.device``; they need no rewriting.  Nor does FSDP's
   ``device_id``: an index or a string becomes a device through the migrated
   ``torch.device`` too.
+* On the virtual NPU, DTensor's random ops (the initialisation of sharded
+  parameters) draw as ``backends/virtual/random.py`` says: DTensor moves
+  CUDA's (seed, offset) generator state, which a host generator lacks.
 """
 
 from .. import _C
@@ -98,4 +101,18 @@ def rows(torch):
                    "torch.nn.parallel.DistributedDataParallel", "device_arg", _C.MODE_DEVICE_ARG,
                    ddp, "__init__", pos=_position(ddp.__init__, "output_device"), binds=True,
                    kws=("output_device",)))
-    return out
+    return out + _dtensor_random_rows()
+
+
+def _dtensor_random_rows():
+    from .. import backends
+
+    if backends.installed != "virtual":
+        return []
+    from ..backends.virtual import random
+
+    # Waits in the import hook until DTensor is imported.
+    return [row("torch.distributed.tensor random ops",
+                "torch.distributed.tensor random ops (npu shards seeded by their offset)",
+                "method", _C.MODE_REDIRECT, "torch.distributed.tensor._random:OffsetBasedRNGTracker",
+                "_distribute_region", random.distribute_region, binds=True, kws=())]

@@ -12,8 +12,14 @@ Random ops reach the npu with their generator argument left empty; the
 npu's default generator is passed in.  The few that have no generator
 argument (``native_dropout``) draw from the cpu's default generator, which
 lends them the npu generator's state for the call.
+
+DTensor's random ops (``distribute_region``) give each shard of a tensor
+numbers of its own by moving CUDA's (seed, offset) generator state to the
+shard's offset; an npu generator, being a host generator, has no offset,
+so the shard's numbers are seeded from its offset instead.
 """
 
+import contextlib
 import threading
 import weakref
 
@@ -238,3 +244,63 @@ def get_rng_state_all():
 def set_rng_state_all(new_states):
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+# --- DTensor's random ops -------------------------------------------------
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix(base, offset):
+    """A seed from one drawn number and a shard's offset (splitmix64's
+    finaliser: nearby offsets give unrelated seeds)."""
+    z = (base + 0x9E3779B97F4A7C15 * (offset + 1)) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+@contextlib.contextmanager
+def _npu_region(tracker, spec, generator):
+    from torch.distributed._functional_collectives import _are_we_tracing
+
+    if not tracker.distribute_region_enabled:
+        yield
+        return
+    if _are_we_tracing():
+        # A number drawn while tracing would be fixed in the graph.
+        raise NotImplementedError(
+            "DTensor random ops on the virtual NPU cannot be compiled: run them (the "
+            "parameters' initialisation) before torch.compile")
+    device_generator = default_generators[tracker._device.index]
+    # One number per op from the generator DTensor would use: the same on
+    # every rank, as DTensor asks every rank to seed alike.
+    source = device_generator if generator is None else generator
+    base = int(torch.randint(1 << 62, (), generator=source))
+    start, _ = tracker._compute_rng_offsets(spec)
+    saved = device_generator.get_state()
+    device_generator.manual_seed(_mix(base, start))
+    try:
+        yield
+    finally:
+        device_generator.set_state(saved)
+
+
+def _original_region(tracker):
+    for cls in type(tracker).__mro__:
+        method = cls.__dict__.get("_distribute_region")
+        if method is not None:
+            # Under the migration's wrapper, the original is what it wraps.
+            return method.__wrapped__ if hasattr(method, "__npu_source__") else method
+    raise AttributeError("_distribute_region")
+
+
+def distribute_region(tracker, spec, generator=None):
+    """DTensor's ``OffsetBasedRNGTracker._distribute_region`` for npu
+    meshes: each shard's numbers come from the npu's generator seeded from
+    one number drawn for the op and the shard's offset.  Shards differ,
+    replicas of a shard agree, and a seed gives the same numbers again; they
+    are not the numbers one device would draw for the whole tensor."""
+    if tracker._device.type != "npu":
+        return _original_region(tracker)(tracker, spec, generator)
+    return _npu_region(tracker, spec, generator)

@@ -10,6 +10,11 @@
  * device, an index, or none: the accelerator's current device) then makes
  * one of those.  A slot function receives no context, so the installed
  * classes are reached through one process-wide table.
+ *
+ * A subclass without a __new__ of its own copied the slot when it was made:
+ * the slot of each is switched along with its base's, so that the user's
+ * subclasses are migrated too and CPython's check that a __new__ call goes
+ * to the right slot ("X.__new__(Y) is not safe") keeps passing.
  */
 #include "state.h"
 
@@ -102,6 +107,7 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     ttn_class_ctor *rec = record_of(type);
     ttn_state *st;
     PyObject *dev = NULL, *mapped = NULL, *newargs = NULL, *newkwds = NULL, *result = NULL;
+    PyTypeObject *npu_class = NULL;
     int r;
 
     if (rec == NULL) { /* records are kept for good: cannot happen */
@@ -112,6 +118,13 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     st = rec->state;
     if (st == NULL || !st->enabled)
         return rec->original_new(type, args, kwds);
+    /* torch.Stream(stream_id=, device_index=, device_type=) rewraps a
+     * stream torch made: torch's to do. */
+    if (kwds != NULL) {
+        r = PyDict_Contains(kwds, st->str_device_type);
+        if (r != 0)
+            return r < 0 ? NULL : rec->original_new(type, args, kwds);
+    }
     if (PyTuple_GET_SIZE(args) > 0)
         dev = PyTuple_GET_ITEM(args, 0);
     else if (kwds != NULL) {
@@ -139,18 +152,53 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (r < 0)
             goto exit;
         if (r) {
+            /* Held: its __new__ runs Python code, which may disable. */
+            npu_class = (PyTypeObject *)Py_NewRef(rec->npu_class);
             /* Only made here: type_call initialises what this returns. */
-            result = rec->npu_class->tp_new(rec->npu_class, args, kwds);
+            result = npu_class->tp_new(npu_class, args, kwds);
             goto exit;
         }
     }
     result = rec->original_new(type, args, kwds);
 
 exit:
+    Py_XDECREF(npu_class);
     Py_XDECREF(mapped);
     Py_XDECREF(newargs);
     Py_XDECREF(newkwds);
     return result;
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* Give every subclass of type (at any depth) whose slot is `from` the slot
+ * `to`.  Subclasses with a __new__ of their own keep theirs. */
+static int
+switch_subclasses(PyTypeObject *type, newfunc from, newfunc to)
+{
+    PyObject *subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    Py_ssize_t i;
+    int rc = -1;
+
+    if (subclasses == NULL)
+        goto exit;
+    if (!PyList_Check(subclasses)) {
+        PyErr_Format(PyExc_TypeError, "%s.__subclasses__() is not a list", type->tp_name);
+        goto exit;
+    }
+    for (i = 0; i < PyList_GET_SIZE(subclasses); i++) {
+        PyTypeObject *sub = (PyTypeObject *)PyList_GET_ITEM(subclasses, i);
+
+        if (sub->tp_new == from)
+            sub->tp_new = to;
+        if (switch_subclasses(sub, from, to) < 0)
+            goto exit;
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(subclasses);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -192,6 +240,8 @@ ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyOb
         rec->original_new = type->tp_new;
         rec->original_vectorcall = type->tp_vectorcall;
     }
+    if (switch_subclasses(type, rec->original_new, class_new) < 0)
+        return -1;
     rec->module = Py_NewRef(module);
     rec->state = st;
     rec->npu_class = (PyTypeObject *)Py_XNewRef(npu_class);
@@ -208,8 +258,11 @@ ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyOb
 void
 ttn_class_ctor_restore(ttn_state *st)
 {
+    PyObject *type, *value, *tb;
     int i;
 
+    /* May run while an exception is being raised (a failed enable). */
+    PyErr_Fetch(&type, &value, &tb);
     for (i = 0; i < TTN_CLASS_CTORS; i++) {
         ttn_class_ctor *rec = &installed[i];
 
@@ -217,8 +270,11 @@ ttn_class_ctor_restore(ttn_state *st)
             continue;
         rec->type->tp_new = rec->original_new;
         rec->type->tp_vectorcall = rec->original_vectorcall;
+        if (switch_subclasses(rec->type, class_new, rec->original_new) < 0)
+            PyErr_WriteUnraisable((PyObject *)rec->type);
         rec->state = NULL;
         Py_CLEAR(rec->npu_class);
         Py_CLEAR(rec->module);
     }
+    PyErr_Restore(type, value, tb);
 }

@@ -593,7 +593,8 @@ module_exec(PyObject *module)
     if (st->patches == NULL || st->deferred == NULL)
         goto exit;
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
-        intern(&st->str_index, "index") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
+        intern(&st->str_index, "index") < 0 ||
+        intern(&st->str_device_type, "device_type") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
         intern(&st->str_npu, "npu") < 0 || intern(&st->str_non_blocking, "non_blocking") < 0 ||
         intern(&st->str_memory_format, "memory_format") < 0 ||
         intern(&st->str_pin_memory, "pin_memory") < 0)
@@ -723,6 +724,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_backend);
     Py_CLEAR(st->str_type);
     Py_CLEAR(st->str_index);
+    Py_CLEAR(st->str_device_type);
     Py_CLEAR(st->str_cuda);
     Py_CLEAR(st->str_npu);
     Py_CLEAR(st->str_non_blocking);

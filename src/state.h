@@ -65,6 +65,7 @@ typedef struct ttn_state {
     PyObject *str_backend;
     PyObject *str_type;
     PyObject *str_index;
+    PyObject *str_device_type;
     PyObject *str_cuda;
     PyObject *str_npu;
 

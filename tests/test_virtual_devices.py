@@ -216,6 +216,10 @@ def test_torch_stream_and_event_on_the_npu(device):
     end.synchronize()
     s.synchronize()
     assert end.query() and 15 <= start.elapsed_time(end) < 5000
+    assert isinstance(s.record_event(), torch.Event)
+    with s as entered:  # torch.Stream's own context manager
+        assert entered is s and torch.cuda.current_stream() is s
+    assert torch.cuda.current_stream() is torch.cuda.default_stream()
 
 
 def test_torch_stream_and_event_keep_torch_behaviour_elsewhere():
@@ -226,8 +230,24 @@ def test_torch_stream_and_event_keep_torch_behaviour_elsewhere():
         pass
 
     assert type(Timer(device="cuda")) is Timer and Timer(device="cuda").device.type == "npu"
+    assert type(Timer.__new__(Timer)) is Timer
     with pytest.raises(transfer_to_npu.InvalidDeviceError, match="cuda:x"):
         torch.Event(device="cuda:x")
+    # torch's form for a stream it made is left to it
+    rewrapped = torch.Stream(stream_id=0, device_index=0, device_type=0)
+    assert type(rewrapped) is torch.Stream and rewrapped.device.type == "cpu"
+
+
+def test_subclasses_of_torch_event_made_before_the_import():
+    proc = run_python(["-c", "import torch\n"
+                       "class Timer(torch.Event): pass\n"
+                       "import transfer_to_npu\n"
+                       "t = Timer(device='cuda')\n"
+                       "transfer_to_npu.disable()\n"
+                       "u = Timer.__new__(Timer, device='cpu')\n"
+                       "print(type(t).__name__, t.device.type, type(u).__name__)"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["Timer", "npu", "Timer"]
 
 
 def test_torch_stream_of_another_device():

@@ -15,10 +15,6 @@ from . import devices
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
            "StreamContext"]
 
-# Keywords of torch.Stream's internal form, which rewraps a stream torch
-# made in C++: the virtual NPU's streams are Python objects.
-_STREAM_INTERNALS = ("stream_id", "device_index", "device_type")
-
 
 class Stream(torch.Stream):
     """A queue of work on a virtual NPU (``torch.npu.Stream``).  A
@@ -26,11 +22,6 @@ class Stream(torch.Stream):
     stream code (FSDP's, DDP's) take it."""
 
     def __new__(cls, device=None, priority=0, **kwargs):
-        internal = [k for k in _STREAM_INTERNALS if k in kwargs]
-        if internal:
-            raise TypeError(
-                f"an npu stream cannot be made from {', '.join(internal)}: the virtual NPU's "
-                f"streams are made by torch.npu.Stream(device, priority)")
         return super().__new__(cls, device=devices.as_device(device), priority=priority)
 
     def __init__(self, device=None, priority=0, **kwargs):
@@ -64,6 +55,17 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    # `with torch.Stream('cuda') as s:` makes it current, as
+    # torch.npu.stream(s) does (torch.Stream's own would set torch's).
+    def __enter__(self):
+        context = StreamContext(self)
+        self._contexts = getattr(self, "_contexts", [])
+        self._contexts.append(context)
+        return context.__enter__()
+
+    def __exit__(self, *exc):
+        return self._contexts.pop().__exit__(*exc)
+
     # Two streams made apart are apart, as on a real device (torch.Stream
     # alone would compare them by the one stream the host really has).
     def __eq__(self, other):
@@ -79,15 +81,31 @@ class Stream(torch.Stream):
         return f"<torch.npu.Stream device={self.device} at {id(self):#x}>"
 
 
-class _Timed:
-    """What an event of the virtual NPU does: keep its host time when it is
-    recorded; there is never anything to wait for."""
+class Event(torch.Event):
+    """A point in a stream, with its host time when timing is enabled
+    (``torch.npu.Event``).  A ``torch.Event``, so that torch's own stream
+    code (``stream.wait_event``) takes it; there is never anything to wait
+    for."""
+
+    _name = "torch.npu.Event"
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return super().__new__(cls, device=devices.as_device(None), enable_timing=enable_timing,
+                               blocking=blocking, interprocess=interprocess)
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self._device = devices.as_device(None)
+        self._setup(enable_timing, blocking, interprocess)
 
     def _setup(self, enable_timing, blocking, interprocess):
         self.enable_timing = enable_timing
         self.blocking = blocking
         self.interprocess = interprocess
         self._time = None
+
+    @property
+    def device(self):
+        return self._device
 
     def record(self, stream=None):
         self._time = time.perf_counter()
@@ -114,34 +132,22 @@ class _Timed:
         return f"<{self._name} {state}>"
 
 
-class Event(_Timed):
-    """A point in a stream, with its host time when timing is enabled
-    (``torch.npu.Event``)."""
-
-    _name = "torch.npu.Event"
-
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        self._setup(enable_timing, blocking, interprocess)
-
-
-class DeviceEvent(_Timed, torch.Event):
+class DeviceEvent(Event):
     """``torch.Event`` on the npu (``torch.Event(device='npu')``, and
     ``torch.Event()`` with the npu as the accelerator), which torch itself
-    cannot synchronise or time on a device defined in Python."""
+    cannot synchronise or time on a device defined in Python: an npu event
+    made with torch.Event's arguments."""
 
     _name = "torch.Event"
 
     def __new__(cls, device=None, *, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device=devices.as_device(device), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        return torch.Event.__new__(cls, device=devices.as_device(device),
+                                   enable_timing=enable_timing, blocking=blocking,
+                                   interprocess=interprocess)
 
     def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):
         self._device = devices.as_device(device)
         self._setup(enable_timing, blocking, interprocess)
-
-    @property
-    def device(self):
-        return self._device
 
 
 _default_streams = {}

@@ -6,20 +6,6 @@
 
 /* ------------------------------------------------------------------------- */
 
-int
-ttn_kwname_is(PyObject *name, PyObject *interned)
-{
-    /* Keyword names from compiled code are interned, so identity decides
-     * almost always; a name built at run time is compared by value. */
-    if (name == interned)
-        return 1;
-    if (PyUnicode_CHECK_INTERNED(name))
-        return 0;
-    return PyUnicode_Compare(name, interned) == 0;
-}
-
-/* ------------------------------------------------------------------------- */
-
 PyObject *
 ttn_npu_string(ttn_state *st, int index)
 {

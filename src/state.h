@@ -203,7 +203,19 @@ enum { TTN_QUICK_KEEP = 0, TTN_QUICK_REWRITE = 1, TTN_QUICK_SLOW = 2 };
 int ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **as_device);
 PyObject *ttn_npu_string(ttn_state *st, int index);
 PyObject *ttn_npu_device(ttn_state *st, int index);
-int ttn_kwname_is(PyObject *name, PyObject *interned);
+
+/* Whether a keyword name is `interned` (one of ours). */
+static inline int
+ttn_kwname_is(PyObject *name, PyObject *interned)
+{
+    /* Keyword names from compiled code are interned, so identity decides
+     * almost always; a name built at run time is compared by value. */
+    if (name == interned)
+        return 1;
+    if (PyUnicode_CHECK_INTERNED(name))
+        return 0;
+    return PyUnicode_Compare(name, interned) == 0;
+}
 
 /* wrapper.c */
 extern PyType_Spec ttn_function_spec;

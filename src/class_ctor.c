@@ -76,31 +76,6 @@ names_npu(ttn_state *st, PyObject *dev)
     return 0;
 }
 
-/* args and kwds with the device argument (the first positional one, else
- * the keyword `device`) made `device`; new references. */
-static int
-with_device(ttn_state *st, PyObject *args, PyObject *kwds, PyObject *device, PyObject **newargs,
-            PyObject **newkwds)
-{
-    *newargs = NULL;
-    *newkwds = NULL;
-    if (PyTuple_GET_SIZE(args) > 0) {
-        *newargs = ttn_tuple_with_first(args, device);
-        if (*newargs == NULL)
-            return -1;
-        *newkwds = Py_XNewRef(kwds);
-        return 0;
-    }
-    *newargs = Py_NewRef(args);
-    *newkwds = PyDict_Copy(kwds);
-    if (*newkwds == NULL || PyDict_SetItem(*newkwds, st->str_device, device) < 0) {
-        Py_CLEAR(*newargs);
-        Py_CLEAR(*newkwds);
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *
 class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -138,7 +113,8 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto exit;
         if (r) {
             ttn_hit_detail(st, rec->entry, st->str_device, dev, mapped);
-            if (with_device(st, args, kwds, mapped, &newargs, &newkwds) < 0)
+            if (ttn_with_first_argument(args, kwds, st->str_device, mapped, &newargs,
+                                        &newkwds) < 0)
                 goto exit;
             args = newargs;
             kwds = newkwds;

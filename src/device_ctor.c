@@ -20,19 +20,39 @@ static struct {
 
 /* ------------------------------------------------------------------------- */
 
-/* A new tuple: args with its first item made `first`.  (A full slice of a
- * tuple is the tuple itself, which may be the caller's: torch.device(*t).) */
-PyObject *
-ttn_tuple_with_first(PyObject *args, PyObject *first)
+/* args and kwds with the argument a constructor takes first (the first
+ * positional one, else the keyword `key`) made `value`; new references.
+ * The tuple is always a new one: a full slice of a tuple is the tuple
+ * itself, which may be the caller's (torch.device(*t)). */
+int
+ttn_with_first_argument(PyObject *args, PyObject *kwds, PyObject *key, PyObject *value,
+                        PyObject **newargs, PyObject **newkwds)
 {
     Py_ssize_t i, n = PyTuple_GET_SIZE(args);
-    PyObject *copy = PyTuple_New(n);
+    int rc = -1;
 
-    if (copy == NULL)
-        return NULL;
-    for (i = 0; i < n; i++)
-        PyTuple_SET_ITEM(copy, i, Py_NewRef(i == 0 ? first : PyTuple_GET_ITEM(args, i)));
-    return copy;
+    *newargs = NULL;
+    *newkwds = NULL;
+    if (n > 0) {
+        *newargs = PyTuple_New(n);
+        if (*newargs == NULL)
+            goto exit;
+        for (i = 0; i < n; i++)
+            PyTuple_SET_ITEM(*newargs, i, Py_NewRef(i == 0 ? value : PyTuple_GET_ITEM(args, i)));
+        *newkwds = Py_XNewRef(kwds);
+    }
+    else {
+        *newkwds = PyDict_Copy(kwds);
+        if (*newkwds == NULL || PyDict_SetItem(*newkwds, key, value) < 0)
+            goto exit;
+        *newargs = Py_NewRef(args);
+    }
+    rc = 0;
+
+exit:
+    if (rc < 0)
+        Py_CLEAR(*newkwds);
+    return rc;
 }
 
 static PyObject *
@@ -47,26 +67,15 @@ raise_invalid(ttn_state *st, PyObject *spec)
  * spelling, for the shapes the cache below does not cover (so that torch
  * reports its own errors for them). */
 static PyObject *
-call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, int from_kw,
-              int idx)
+call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, int idx)
 {
     PyObject *npu = ttn_npu_string(st, idx), *newargs = NULL, *newkwds = NULL;
     PyObject *result = NULL;
 
-    if (npu == NULL)
+    if (npu == NULL ||
+        ttn_with_first_argument(args, kwds, st->str_type, npu, &newargs, &newkwds) < 0)
         goto exit;
-    if (from_kw) {
-        newkwds = PyDict_Copy(kwds);
-        if (newkwds == NULL || PyDict_SetItem(newkwds, st->str_type, npu) < 0)
-            goto exit;
-        result = installed.original_new(type, args, newkwds);
-    }
-    else {
-        newargs = ttn_tuple_with_first(args, npu);
-        if (newargs == NULL)
-            goto exit;
-        result = installed.original_new(type, newargs, kwds);
-    }
+    result = installed.original_new(type, newargs, newkwds);
 
 exit:
     Py_XDECREF(newargs);
@@ -99,7 +108,7 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *spec = NULL, *index, *cached;
     Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
     const char *s;
-    int from_kw = 0, idx = -1, shapes_ok, dev_type, dev_index;
+    int idx = -1, shapes_ok, dev_type, dev_index;
     long explicit_index;
 
     if (st == NULL || !st->enabled || type != installed.type)
@@ -110,7 +119,6 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         spec = PyDict_GetItemWithError(kwds, st->str_type);
         if (spec == NULL && PyErr_Occurred())
             return NULL;
-        from_kw = 1;
     }
     if (spec != NULL && Py_IS_TYPE(spec, type) && nargs + nkw == 1) {
         /* torch.device(d) of a CUDA device made before migration. */
@@ -162,12 +170,12 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (hit(st, spec, idx) < 0)
         return NULL;
     if (!shapes_ok)
-        return call_original(st, type, args, kwds, from_kw, idx);
+        return call_original(st, type, args, kwds, idx);
     if (index != NULL) {
         explicit_index = PyLong_CheckExact(index) ? PyLong_AsLong(index) : -1;
         if (explicit_index < 0 || explicit_index > TTN_MAX_DEVICE_INDEX) {
             PyErr_Clear();
-            return call_original(st, type, args, kwds, from_kw, idx);
+            return call_original(st, type, args, kwds, idx);
         }
         idx = (int)explicit_index;
     }

@@ -234,7 +234,8 @@ PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_n
 int ttn_device_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *device_type,
                             ttn_entry *entry);
 void ttn_device_ctor_restore(ttn_state *st);
-PyObject *ttn_tuple_with_first(PyObject *args, PyObject *first);
+int ttn_with_first_argument(PyObject *args, PyObject *kwds, PyObject *key, PyObject *value,
+                            PyObject **newargs, PyObject **newkwds);
 
 /* class_ctor.c */
 int ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type,

@@ -19,6 +19,22 @@ def op_takes_device(torch, name):
     return any(arg.name == "device" for schema in schemas for arg in schema.arguments)
 
 
+def original(fn):
+    """fn, or what it wraps when it is a migration wrapper: what torch's
+    own code would have found there."""
+    return fn.__wrapped__ if hasattr(fn, "__npu_source__") else fn
+
+
+def class_original(obj, name):
+    """What the class of obj defines as name, a migration wrapper looked
+    through."""
+    for cls in type(obj).__mro__:
+        attr = cls.__dict__.get(name)
+        if attr is not None:
+            return original(attr)
+    raise AttributeError(name)
+
+
 def _code(fn):
     fn = inspect.unwrap(fn) if hasattr(fn, "__wrapped__") else fn
     return getattr(fn, "__code__", None)

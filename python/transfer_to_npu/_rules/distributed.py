@@ -28,7 +28,7 @@
 """
 
 from .. import _C
-from ._introspect import parameters
+from ._introspect import class_original, parameters
 from ._row import row
 
 # Functions that create process groups and take a ``backend``.
@@ -111,8 +111,13 @@ def _dtensor_random_rows():
         return []
     from ..backends.virtual import random
 
+    def _distribute_region(self, spec, generator=None):
+        if self._device.type == "npu":
+            return random.npu_region(self, spec, generator)
+        return class_original(self, "_distribute_region")(self, spec, generator)
+
     # Waits in the import hook until DTensor is imported.
     return [row("torch.distributed.tensor random ops",
                 "torch.distributed.tensor random ops (npu shards seeded by their offset)",
                 "method", _C.MODE_REDIRECT, "torch.distributed.tensor._random:OffsetBasedRNGTracker",
-                "_distribute_region", random.distribute_region, binds=True, kws=())]
+                "_distribute_region", _distribute_region, binds=True, kws=())]

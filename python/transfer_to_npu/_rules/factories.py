@@ -4,7 +4,7 @@ functions, found in torch's op schemas and function signatures."""
 import inspect
 
 from .. import _C, _torch_facts
-from ._introspect import op_takes_device, takes_device
+from ._introspect import op_takes_device, original, takes_device
 from ._row import row
 
 # Device-taking factories that are Python bindings without an op schema.
@@ -22,11 +22,6 @@ def _module(torch, dotted):
     return module
 
 
-def _original(fn):
-    # Already migrated: judge the original.
-    return fn.__wrapped__ if hasattr(fn, "__npu_source__") else fn
-
-
 def _builtins_taking_device(torch):
     """Per module, the names of its builtins whose op schema has a device
     argument.  Several hundred schema lookups, fixed for a torch build:
@@ -41,7 +36,7 @@ def _builtins_taking_device(torch):
             scanned = torch._C._VariableFunctions if module is torch else module
             facts[dotted] = [
                 name for name in sorted(dir(scanned))
-                if not name.startswith("_") and inspect.isbuiltin(_original(getattr(scanned, name)))
+                if not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
                 and op_takes_device(torch, schema_prefix + name)]
         _torch_facts.changed("device_builtins")
     return facts
@@ -50,7 +45,7 @@ def _builtins_taking_device(torch):
 def _python_functions(module):
     """The names of a module's public Python functions with a device
     parameter."""
-    functions = {name: _original(getattr(module, name)) for name in dir(module)
+    functions = {name: original(getattr(module, name)) for name in dir(module)
                  if not name.startswith("_")}
     return [name for name, fn in functions.items()
             if inspect.isfunction(fn) and takes_device(fn)]
@@ -73,7 +68,7 @@ def rows(torch):
                 # "device" argument of an op schema is typed Device).
                 out.append(row(f"{dotted}.{name}", f"{dotted}.{name}", "device_arg",
                                _C.MODE_DEVICE_ARG, module, name,
-                               device_objects=inspect.isbuiltin(_original(getattr(module, name))),
+                               device_objects=inspect.isbuiltin(original(getattr(module, name))),
                                current_index=True))
     out += _generator_rows(torch) + _class_rows(torch)
     return out

@@ -10,6 +10,7 @@ until Lightning is imported.
 """
 
 from .. import _C
+from ._introspect import class_original
 from ._row import row
 
 ACCELERATORS = (
@@ -20,15 +21,6 @@ ACCELERATORS = (
 )
 
 
-def _original(obj, name):
-    """What the class of obj defines as name, under the migration's wrapper."""
-    for cls in type(obj).__mro__:
-        attr = cls.__dict__.get(name)
-        if attr is not None:
-            return getattr(attr, "__wrapped__", attr)
-    raise AttributeError(name)
-
-
 def _setup_device(torch):
     def setup_device(self, device):
         """Make a migrated CUDA device (an npu one) current; Lightning's
@@ -36,7 +28,7 @@ def _setup_device(torch):
         if isinstance(device, torch.device) and device.type == "npu":
             torch.npu.set_device(device)
             return None
-        return _original(self, "setup_device")(self, device)
+        return class_original(self, "setup_device")(self, device)
 
     return setup_device
 

@@ -20,6 +20,7 @@ import inspect
 import types
 
 from .. import _C
+from ._introspect import original
 from ._row import row
 
 # Deprecated torch.cuda names for functions the npu has under today's name.
@@ -93,7 +94,7 @@ def _lookup(torch, dotted):
 
 
 def _is_cuda_function(obj):
-    obj = getattr(obj, "__wrapped__", obj) if hasattr(obj, "__npu_source__") else obj
+    obj = original(obj)
     if not (inspect.isfunction(obj) or inspect.isbuiltin(obj)):
         return False
     return (getattr(obj, "__module__", "") or "").startswith("torch.cuda")

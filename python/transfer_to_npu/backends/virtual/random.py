@@ -13,7 +13,7 @@ npu's default generator is passed in.  The few that have no generator
 argument (``native_dropout``) draw from the cpu's default generator, which
 lends them the npu generator's state for the call.
 
-DTensor's random ops (``distribute_region``) give each shard of a tensor
+DTensor's random ops (``npu_region``) give each shard of a tensor
 numbers of its own by moving CUDA's (seed, offset) generator state to the
 shard's offset; an npu generator, being a host generator, has no offset,
 so the shard's numbers are seeded from its offset instead.
@@ -261,7 +261,12 @@ def _mix(base, offset):
 
 
 @contextlib.contextmanager
-def _npu_region(tracker, spec, generator):
+def npu_region(tracker, spec, generator=None):
+    """DTensor's ``OffsetBasedRNGTracker._distribute_region`` for npu
+    meshes: each shard's numbers come from the npu's generator seeded from
+    one number drawn for the op and the shard's offset.  Shards differ,
+    replicas of a shard agree, and a seed gives the same numbers again; they
+    are not the numbers one device would draw for the whole tensor."""
     from torch.distributed._functional_collectives import _are_we_tracing
 
     if not tracker.distribute_region_enabled:
@@ -284,23 +289,3 @@ def _npu_region(tracker, spec, generator):
         yield
     finally:
         device_generator.set_state(saved)
-
-
-def _original_region(tracker):
-    for cls in type(tracker).__mro__:
-        method = cls.__dict__.get("_distribute_region")
-        if method is not None:
-            # Under the migration's wrapper, the original is what it wraps.
-            return method.__wrapped__ if hasattr(method, "__npu_source__") else method
-    raise AttributeError("_distribute_region")
-
-
-def distribute_region(tracker, spec, generator=None):
-    """DTensor's ``OffsetBasedRNGTracker._distribute_region`` for npu
-    meshes: each shard's numbers come from the npu's generator seeded from
-    one number drawn for the op and the shard's offset.  Shards differ,
-    replicas of a shard agree, and a seed gives the same numbers again; they
-    are not the numbers one device would draw for the whole tensor."""
-    if tracker._device.type != "npu":
-        return _original_region(tracker)(tracker, spec, generator)
-    return _npu_region(tracker, spec, generator)

@@ -90,18 +90,21 @@ class Event(torch.Event):
     _name = "torch.npu.Event"
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device=devices.as_device(None), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+        return cls._made(None, enable_timing, blocking, interprocess)
 
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        self._device = devices.as_device(None)
-        self._setup(enable_timing, blocking, interprocess)
-
-    def _setup(self, enable_timing, blocking, interprocess):
-        self.enable_timing = enable_timing
-        self.blocking = blocking
-        self.interprocess = interprocess
-        self._time = None
+    @classmethod
+    def _made(cls, device, enable_timing, blocking, interprocess):
+        # Whole when made, with no __init__: torch.Event(device='cuda')
+        # reaches __new__ migrated, and __init__ as written.
+        device = devices.as_device(device)
+        event = torch.Event.__new__(cls, device=device, enable_timing=enable_timing,
+                                    blocking=blocking, interprocess=interprocess)
+        event._device = device
+        event.enable_timing = enable_timing
+        event.blocking = blocking
+        event.interprocess = interprocess
+        event._time = None
+        return event
 
     @property
     def device(self):
@@ -141,13 +144,7 @@ class DeviceEvent(Event):
     _name = "torch.Event"
 
     def __new__(cls, device=None, *, enable_timing=False, blocking=False, interprocess=False):
-        return torch.Event.__new__(cls, device=devices.as_device(device),
-                                   enable_timing=enable_timing, blocking=blocking,
-                                   interprocess=interprocess)
-
-    def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):
-        self._device = devices.as_device(device)
-        self._setup(enable_timing, blocking, interprocess)
+        return cls._made(device, enable_timing, blocking, interprocess)
 
 
 _default_streams = {}

@@ -32,6 +32,11 @@ typedef struct {
     int current;        /* give an index-less device the current index */
     int pins;           /* pin what pin_memory=True makes (is_pin_kw) */
     PyObject *device_kws; /* tuple of interned keyword names taking a device */
+    /* The last keyword names seen with neither a device argument nor
+     * pin_memory among them.  A call site's names are one constant tuple,
+     * so its next call passes by identity; held, so the address cannot be
+     * reused by other names. */
+    PyObject *plain_kwnames;
     PyObject *value;      /* MODE_ARG_REPLACE: what the argument at pos becomes */
     PyObject *weakreflist;
 } WrapperObject;
@@ -136,11 +141,16 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
 }
 
 /* Call `target` the way PyObject_Vectorcall does, minus its bookkeeping:
- * straight through the callee's own vectorcall when it has one. */
+ * straight through the callee's own vectorcall when it has one.  The
+ * lookup is PyVectorcall_Function's, inlined: the interpreter exports it as
+ * a function, a call through the PLT on every migrated call. */
 static inline PyObject *
 call_target(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    vectorcallfunc f = PyVectorcall_Function(target);
+    PyTypeObject *type = Py_TYPE(target);
+    vectorcallfunc f = PyType_HasFeature(type, Py_TPFLAGS_HAVE_VECTORCALL)
+                           ? *(vectorcallfunc *)((char *)target + type->tp_vectorcall_offset)
+                           : NULL;
 
     if (TTN_LIKELY(f != NULL))
         return f(target, args, nargsf, kwnames);
@@ -280,18 +290,25 @@ maybe_device(ttn_state *st, PyObject *v)
            PyType_HasFeature(t, Py_TPFLAGS_UNICODE_SUBCLASS);
 }
 
-static inline int
+static TTN_NOINLINE int
 maybe_device_kw(WrapperObject *self, PyObject *const *values, PyObject *kwnames)
 {
     Py_ssize_t i, nkw = PyTuple_GET_SIZE(kwnames);
+    int plain = 1;
 
     for (i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
 
-        if (is_device_kw(self, name) ? maybe_device(self->state, values[i])
-                                     : is_pin_kw(self, name))
+        if (is_device_kw(self, name)) {
+            if (maybe_device(self->state, values[i]))
+                return 1;
+            plain = 0;
+        }
+        else if (is_pin_kw(self, name))
             return 1;
     }
+    if (plain)
+        Py_XSETREF(self->plain_kwnames, Py_NewRef(kwnames)); /* a tuple of str: no finaliser */
     return 0;
 }
 
@@ -368,7 +385,8 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
          * takes one, so the call goes straight on. */
         nargs = PyVectorcall_NARGS(nargsf);
         if ((self->pos < 0 || self->pos >= nargs || !maybe_device(st, args[self->pos])) &&
-            (kwnames == NULL || !maybe_device_kw(self, args + nargs, kwnames))) {
+            (kwnames == NULL || kwnames == self->plain_kwnames ||
+             !maybe_device_kw(self, args + nargs, kwnames))) {
             if (self->mode == TTN_MODE_REDIRECT)
                 ttn_hit(st, self->entry);
             return call_target(self->target, args, nargsf, kwnames);
@@ -414,6 +432,7 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
      * torch to ask: the backend pins instead (pin_made). */
     self->pins = self->current && st->pin_made != NULL;
     self->device_kws = Py_NewRef(device_kws);
+    self->plain_kwnames = NULL;
     self->value = Py_XNewRef(value);
     self->weakreflist = NULL;
     PyObject_GC_Track(self);
@@ -429,6 +448,7 @@ Wrapper_traverse(WrapperObject *self, visitproc visit, void *arg)
     Py_VISIT(self->wrapped);
     Py_VISIT(self->target);
     Py_VISIT(self->device_kws);
+    Py_VISIT(self->plain_kwnames);
     Py_VISIT(self->value);
     return 0;
 }
@@ -439,6 +459,7 @@ Wrapper_clear(WrapperObject *self)
     Py_CLEAR(self->wrapped);
     Py_CLEAR(self->target);
     Py_CLEAR(self->device_kws);
+    Py_CLEAR(self->plain_kwnames);
     Py_CLEAR(self->value);
     return 0;
 }

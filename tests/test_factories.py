@@ -138,3 +138,23 @@ def test_cpu_factories_untouched():
     assert torch.zeros(2).device.type == "cpu"
     assert torch.zeros(2, device="cpu").device.type == "cpu"
     assert calls("torch.zeros") == before
+
+
+def test_keyword_call_sites_each_decide_for_themselves():
+    # A call site's keyword names are one tuple, which the wrapper remembers
+    # when they hold no device (and no pin_memory): each site, each time, in
+    # any order, still gets its own answer.
+    f64 = torch.float64
+    for _ in range(3):
+        assert torch.ones(2, dtype=f64).device.type == "cpu"
+        assert torch.ones(2, device="cuda").device.type == "npu"
+        assert torch.ones(2, dtype=f64).device.type == "cpu"
+        assert torch.ones(2, dtype=f64, device="cuda").device == torch.device("npu", 0)
+        assert torch.ones(2, device="cpu", dtype=f64).device.type == "cpu"
+        for kw in ({"dtype": f64}, {"dtype": f64, "device": "cuda:0"}, {"requires_grad": True}):
+            made = torch.ones(2, **kw)
+            assert made.device.type == ("npu" if "device" in kw else "cpu"), kw
+        assert torch.ones(2, requires_grad=True).device.type == "cpu"
+        assert torch.ones(2, pin_memory=True).is_pinned()
+        assert torch.zeros(2, dtype=f64).device.type == "cpu"
+        assert torch.zeros(2, dtype=f64, device="cuda").device.type == "npu"

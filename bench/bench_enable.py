@@ -9,8 +9,9 @@
   rest of its kernels with torch (once per process), against the same
   call made again;
 * `transfer_to_npu.enable()` after `disable()`: the patcher alone;
-* how much of the first import is importing the package's own modules
-  (their self times under `python -X importtime`);
+* the first import's parts: importlib's work per module, reading and
+  unmarshalling the compiled modules, running their bodies, loading the C
+  extension, and enable()'s own work;
 * both with the log and the report off, the report on, and the log on;
   and without the cache of what is learnt from torch once per build;
 * the per-call cost of a rewritten call in the same three settings.
@@ -83,21 +84,70 @@ def in_tmp(env):
             for k, v in env.items()}
 
 
-IMPORTTIME = "import torch, gc; gc.collect(); import transfer_to_npu"
+# Where the first import's time goes: importlib's own work per module
+# (finding it, making the module), reading and unmarshalling the package's
+# compiled modules, running their bodies, loading the C extension, and the
+# work of enable() itself (making the npu device, deriving and installing
+# the table), each module's nested imports counted in their own parts.
+IMPORT_PARTS = """
+import gc, json, sys, time
+import torch
+import importlib._bootstrap_external as external
+bootstrap = sys.modules["_frozen_importlib"]
+clock = time.perf_counter
+inclusive, children, reading, bodies, stack = {}, {}, {}, {}, []
+find_and_load, get_code = bootstrap._find_and_load, external.SourceLoader.get_code
 
+def timed_find_and_load(name, import_):
+    stack.append(name)
+    start = clock()
+    try:
+        return find_and_load(name, import_)
+    finally:
+        spent = clock() - start
+        stack.pop()
+        inclusive[name] = inclusive.get(name, 0) + spent
+        if stack:
+            children[stack[-1]] = children.get(stack[-1], 0) + spent
 
-def module_imports():
-    """(modules, ms): the package's submodules and the sum of their import
-    self times, from one `-X importtime` run."""
-    env = dict(os.environ, TRANSFER_TO_NPU_BACKEND="virtual")
-    err = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORTTIME], env=env,
-                         capture_output=True, text=True, check=True).stderr
-    times = []
-    for line in err.splitlines():
-        parts = [p.strip() for p in line.split("|")]
-        if len(parts) == 3 and parts[2].startswith("transfer_to_npu."):
-            times.append(int(parts[0].rpartition(":")[2]))
-    return len(times), sum(times) / 1e3
+def timed_get_code(self, name):
+    start = clock()
+    code = get_code(self, name)
+    reading[name] = clock() - start
+    return code
+
+def timed_exec_module(self, module):
+    name = module.__name__
+    code = self.get_code(name)
+    before = children.get(name, 0)
+    start = clock()
+    exec(code, module.__dict__)
+    bodies[name] = clock() - start - (children.get(name, 0) - before)
+
+bootstrap._find_and_load = timed_find_and_load
+external.SourceLoader.get_code = timed_get_code
+external._LoaderBasics.exec_module = timed_exec_module
+gc.collect()
+start = clock()
+import transfer_to_npu
+total = clock() - start
+ours = [n for n in inclusive if n.split(".")[0] == "transfer_to_npu"]
+own = {n: inclusive[n] - children.get(n, 0) for n in ours}
+top, ext = "transfer_to_npu", "transfer_to_npu._C"
+print(json.dumps({
+    "total": total, "modules": len(ours),
+    "importlib": sum(own[n] - bodies.get(n, 0) - reading.get(n, 0) for n in ours if n != ext),
+    "reading": sum(reading.get(n, 0) for n in ours),
+    "bodies": sum(bodies.get(n, 0) for n in ours if n != top),
+    "extension": own.get(ext, 0),
+    "enable": bodies.get(top, 0)}))
+"""
+
+def import_parts():
+    """Medians, in ms, of the first import's parts (IMPORT_PARTS)."""
+    results = [run(IMPORT_PARTS) for _ in range(RUNS)]
+    return {key: statistics.median(r[key] for r in results) * (1 if key == "modules" else 1e3)
+            for key in results[0]}
 
 
 def main():
@@ -116,10 +166,13 @@ def main():
           " import; enable(): again after disable(), budget 5 ms; 1st npu: what the first\n"
           " x.to('cuda') of a process takes more than the second, registering the virtual\n"
           " NPU's other kernels; with torch imported and its objects collected)")
-    counts = [module_imports() for _ in range(RUNS)]
-    print(f"of which importing the package's {counts[0][0]} modules: "
-          f"{statistics.median(ms for _, ms in counts):.2f} ms (median of -X importtime self "
-          f"times, which that option inflates)")
+    parts = import_parts()
+    print(f"its parts (log and report off, median of {RUNS}; timing them adds to the total):")
+    print(f"  importlib's work for the package's {parts['modules']:.0f} modules "
+          f"{parts['importlib']:.2f}, reading and unmarshalling them {parts['reading']:.2f},\n"
+          f"  running their bodies {parts['bodies']:.2f}, loading the C extension "
+          f"{parts['extension']:.2f}, enable()'s own work {parts['enable']:.2f}; "
+          f"total {parts['total']:.2f}")
     print()
     base = None
     header = "x.to('cuda'), per call"

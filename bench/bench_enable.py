@@ -96,7 +96,7 @@ import importlib._bootstrap_external as external
 bootstrap = sys.modules["_frozen_importlib"]
 clock = time.perf_counter
 inclusive, children, reading, bodies, stack = {}, {}, {}, {}, []
-find_and_load, get_code = bootstrap._find_and_load, external.SourceLoader.get_code
+find_and_load = bootstrap._find_and_load
 
 def timed_find_and_load(name, import_):
     stack.append(name)
@@ -110,22 +110,18 @@ def timed_find_and_load(name, import_):
         if stack:
             children[stack[-1]] = children.get(stack[-1], 0) + spent
 
-def timed_get_code(self, name):
-    start = clock()
-    code = get_code(self, name)
-    reading[name] = clock() - start
-    return code
-
+# Every source module's loader (the package's code cache's too) runs this.
 def timed_exec_module(self, module):
     name = module.__name__
+    start = clock()
     code = self.get_code(name)
+    reading[name] = clock() - start
     before = children.get(name, 0)
     start = clock()
     exec(code, module.__dict__)
     bodies[name] = clock() - start - (children.get(name, 0) - before)
 
 bootstrap._find_and_load = timed_find_and_load
-external.SourceLoader.get_code = timed_get_code
 external._LoaderBasics.exec_module = timed_exec_module
 gc.collect()
 start = clock()

@@ -13,8 +13,12 @@ import sys
 import threading
 import time
 
-from . import _C
-from ._C import InvalidDeviceError
+from . import _code_cache
+
+_code_cache.install()  # the package's other modules, read from one file
+
+from . import _C  # noqa: E402
+from ._C import InvalidDeviceError  # noqa: E402
 
 __all__ = ["enable", "disable", "is_enabled", "mappings", "backend", "InvalidDeviceError"]
 

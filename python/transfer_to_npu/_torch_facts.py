@@ -19,7 +19,8 @@ FORMAT = 3
 _state = {"key": None, "directory": None, "sections": {}, "dirty": set()}
 
 
-def _cache_dir():
+def cache_dir():
+    """The directory of the package's caches, or None when they are off."""
     configured = os.environ.get("TRANSFER_TO_NPU_CACHE_DIR")
     if configured is not None:
         return configured or None
@@ -31,7 +32,7 @@ def _select(torch):
     key = f"{FORMAT}|{torch.__version__}|{getattr(torch.version, 'git_version', '')}"
     if _state["key"] == key:
         return
-    directory = _cache_dir()
+    directory = cache_dir()
     if directory is not None:
         # Named after the key itself (a hash costs more than reading a
         # section).

@@ -1,0 +1,148 @@
+"""This package's compiled modules, cached on disk in one file.
+
+Imported one by one, the package's modules cost the import system a search
+of the path, a stat, an open and a read of each one's .pyc: some 140 us a
+module on a slow file system, half of the first import.  Their code is kept
+instead in one file in ``TRANSFER_TO_NPU_CACHE_DIR`` (beside the facts
+learnt from torch), read once.  Each module's entry is used only while its
+source has the mtime and size it had when the entry was made, as a .pyc is
+checked; an edited or new module is imported from its file as usual, and
+the file is rewritten at exit with its new code.
+"""
+
+import atexit
+import marshal
+import os
+import sys
+import zlib
+from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
+from importlib.util import MAGIC_NUMBER, cache_from_source
+
+from . import _torch_facts
+
+FORMAT = 1
+
+_PACKAGE = __name__.rpartition(".")[0]
+_PREFIX = f"{_PACKAGE}."
+_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+
+# An entry: (source path, its st_mtime_ns, its st_size, is a package, its
+# __cached__ (worked out once: it costs a module some microseconds), the
+# marshalled code).
+_FIELDS = 6
+_ORIGIN, _MTIME, _SIZE, _IS_PACKAGE, _CACHED, _CODE = range(_FIELDS)
+
+
+class _Loader(SourceFileLoader):
+    """A module of the package: its code from the cache when the cache holds
+    this source's, else compiled (or read from its .pyc) as usual and kept
+    for the next cache."""
+
+    def __init__(self, fullname, path, packed=None):
+        super().__init__(fullname, path)
+        self._packed = packed
+
+    def get_code(self, fullname):
+        if fullname == self.name and self._packed is not None:
+            return marshal.loads(self._packed)
+        # Stated before it is read: a source edited meanwhile is newer than
+        # its entry, hence read again next time.
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            stat = None
+        code = super().get_code(fullname)
+        if stat is not None and code is not None and fullname == self.name:
+            _cache.learnt[fullname] = (self.path, stat.st_mtime_ns, stat.st_size,
+                                       self.is_package(fullname), code)
+        return code
+
+
+class _Cache:
+    """The finder, first on sys.meta_path, of the package's modules."""
+
+    def __init__(self):
+        self.path = None
+        self.key = None
+        self.entries = {}
+        self.learnt = {}  # name -> an entry whose code is not yet marshalled
+
+    def load(self):
+        directory = _torch_facts.cache_dir()
+        if directory is None:
+            return False
+        self.key = (FORMAT, MAGIC_NUMBER, sys.flags.optimize, sys.pycache_prefix, _DIRECTORY)
+        # One file per interpreter and installed copy of the package.
+        name = f"code-{sys.implementation.cache_tag}-opt{sys.flags.optimize}"
+        self.path = os.path.join(
+            directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
+        try:
+            with open(self.path, "rb") as f:
+                key, entries = marshal.loads(f.read())
+        except (OSError, EOFError, ValueError, TypeError):
+            return True
+        if key == self.key and isinstance(entries, dict) and all(
+                type(e) is tuple and len(e) == _FIELDS for e in entries.values()):
+            self.entries = entries
+        return True
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith(_PREFIX):
+            return None
+        entry = self.entries.get(fullname)
+        if entry is not None:
+            origin = entry[_ORIGIN]
+            try:
+                stat = os.stat(origin)
+            except OSError:
+                stat = None
+            if stat is not None and (stat.st_mtime_ns, stat.st_size) == (entry[_MTIME],
+                                                                         entry[_SIZE]):
+                spec = ModuleSpec(fullname, _Loader(fullname, origin, entry[_CODE]),
+                                  origin=origin, is_package=entry[_IS_PACKAGE])
+                spec.has_location = True
+                spec.cached = entry[_CACHED]
+                if entry[_IS_PACKAGE]:
+                    spec.submodule_search_locations = [os.path.dirname(origin)]
+                return spec
+        spec = PathFinder.find_spec(fullname, path, target)
+        if spec is not None and type(spec.loader) is SourceFileLoader:
+            spec.loader = _Loader(fullname, spec.origin)
+        return spec
+
+    def save(self):
+        """Write the cache again if modules were compiled or read from
+        their files in this process (atomically: ranks of a job may write at
+        once)."""
+        if not self.learnt or self.path is None:
+            return
+        learnt, self.learnt = self.learnt, {}
+        entries = dict(self.entries)
+        for name, (origin, mtime, size, is_package, code) in learnt.items():
+            entries[name] = (origin, mtime, size, is_package, cache_from_source(origin),
+                             marshal.dumps(code))
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(marshal.dumps((self.key, entries)))
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return
+        self.entries = entries
+
+
+_cache = _Cache()
+
+
+def install():
+    """Serve the package's modules from the cache (once per process; not
+    at all when the cache is off)."""
+    if _cache in sys.meta_path or not _cache.load():
+        return
+    sys.meta_path.insert(0, _cache)
+    atexit.register(_cache.save)

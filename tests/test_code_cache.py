@@ -1,0 +1,128 @@
+"""The package's compiled modules are cached in one file and read back by
+the next process; an edited module is read from its file, and the cache
+never changes what runs."""
+import glob
+import os
+import shutil
+
+import pytest
+
+import transfer_to_npu
+from conftest import run_python
+
+# Which of the package's modules the process took from the code cache, and
+# a migrated call to show that it works.
+PROBE = """
+import sys, torch, transfer_to_npu
+x = torch.ones(2, device="cuda")
+cached = sorted(n for n, m in list(sys.modules.items()) if n.startswith("transfer_to_npu.")
+                and getattr(getattr(m.__spec__, "loader", None), "_packed", None) is not None)
+from transfer_to_npu._rules import data
+print(x.device, getattr(data, "EDITED", None), " ".join(cached))
+"""
+
+# Imported before the cache is read: the cache's own module and what it needs.
+NEVER_CACHED = {"transfer_to_npu", "transfer_to_npu._code_cache", "transfer_to_npu._torch_facts",
+                "transfer_to_npu._C"}
+
+
+def _run(cache_dir, site=None, args=("-c", PROBE)):
+    env = {"TRANSFER_TO_NPU_CACHE_DIR": str(cache_dir), "TRANSFER_TO_NPU_BACKEND": "virtual"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    proc = run_python(list(args), env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _probe(cache_dir, site=None):
+    device, edited, *cached = _run(cache_dir, site).split()
+    assert device == "npu:0"
+    return edited, set(cached)
+
+
+def _code_files(cache_dir):
+    return glob.glob(os.path.join(str(cache_dir), "code-*"))
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A copy of the installed package, to edit."""
+    site = tmp_path / "site"
+    shutil.copytree(os.path.dirname(transfer_to_npu.__file__), site / "transfer_to_npu",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+def test_written_at_exit_then_read(tmp_path):
+    edited, cached = _probe(tmp_path)
+    assert cached == set() and len(_code_files(tmp_path)) == 1
+    edited, cached = _probe(tmp_path)
+    assert "transfer_to_npu._rules.data" in cached and "transfer_to_npu.backends.virtual" in cached
+    assert not cached & NEVER_CACHED
+    # Modules first imported later (at the first npu tensor) are in it too.
+    assert "transfer_to_npu.backends.virtual.ops" in cached
+
+
+def test_an_edited_module_is_read_from_its_file(tmp_path, site):
+    cache = tmp_path / "cache"
+    _probe(cache, site)
+    assert "transfer_to_npu._rules.data" in _probe(cache, site)[1]
+    with open(site / "transfer_to_npu" / "_rules" / "data.py", "a") as f:
+        f.write("\nEDITED = 'yes'\n")
+    edited, cached = _probe(cache, site)
+    assert edited == "yes" and "transfer_to_npu._rules.data" not in cached
+    assert "transfer_to_npu._rules.tensors" in cached
+    # The cache was rewritten with the edited module's code.
+    edited, cached = _probe(cache, site)
+    assert edited == "yes" and "transfer_to_npu._rules.data" in cached
+
+
+def test_one_cache_per_copy_of_the_package(tmp_path, site):
+    _probe(tmp_path)
+    _probe(tmp_path, site)
+    assert len(_code_files(tmp_path)) == 2
+    with open(site / "transfer_to_npu" / "_rules" / "data.py", "a") as f:
+        f.write("\nEDITED = 'copy'\n")
+    assert _probe(tmp_path, site)[0] == "copy"
+    assert _probe(tmp_path)[0] == "None"
+
+
+@pytest.mark.parametrize("content", [b"", b"not marshal data", None])
+def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, content):
+    _probe(tmp_path)
+    (path,) = _code_files(tmp_path)
+    if content is None:  # valid marshal data of the wrong shape
+        import marshal
+
+        with open(path, "rb") as f:
+            key, entries = marshal.loads(f.read())
+        content = marshal.dumps((key, {name: entry[:2] for name, entry in entries.items()}))
+    with open(path, "wb") as f:
+        f.write(content)
+    assert _probe(tmp_path)[1] == set()
+    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[1]
+
+
+def test_off_with_the_other_caches(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    edited, cached = _probe("")
+    assert cached == set() and os.listdir(tmp_path) == []
+
+
+def test_cached_modules_have_their_source(tmp_path):
+    """Tracebacks, inspect and `python -m transfer_to_npu` see the files."""
+    _probe(tmp_path)
+    out = _run(tmp_path, args=("-c", """
+import inspect, sys, traceback, transfer_to_npu
+from transfer_to_npu._rules import cuda_module as m
+assert m.__spec__.loader._packed is not None
+print(m.__file__ == m.rows.__code__.co_filename == inspect.getsourcefile(m.rows))
+print("def rows" in inspect.getsource(m.rows))
+try:
+    m.rows(None)
+except AttributeError:
+    print(any(f.filename == m.__file__ and f.line for f in traceback.extract_tb(sys.exc_info()[2])))
+"""))
+    assert out.split() == ["True", "True", "True"]
+    assert "torch.cuda.synchronize" in _run(tmp_path, args=("-m", "transfer_to_npu", "--list"))

@@ -12,13 +12,13 @@ the file is rewritten at exit with its new code.
 
 import atexit
 import marshal
+import mmap
 import os
 import sys
 import zlib
+from types import CodeType
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
 from importlib.util import MAGIC_NUMBER, cache_from_source
-
-from . import _torch_facts
 
 FORMAT = 1
 
@@ -26,11 +26,27 @@ _PACKAGE = __name__.rpartition(".")[0]
 _PREFIX = f"{_PACKAGE}."
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 
-# An entry: (source path, its st_mtime_ns, its st_size, is a package, its
-# __cached__ (worked out once: it costs a module some microseconds), the
-# marshalled code).
-_FIELDS = 6
-_ORIGIN, _MTIME, _SIZE, _IS_PACKAGE, _CACHED, _CODE = range(_FIELDS)
+# The file: the length of its index (8 bytes, little-endian), the index
+# marshalled, then the modules' marshalled code.  It is mapped, not read:
+# the import unmarshals the code of the modules it imports, in place, and
+# leaves the rest of the file alone.
+_LENGTH = 8
+
+# The index, {name: entry}; an entry is (source path, its st_mtime_ns, its
+# st_size, is a package, its __cached__ (worked out once: it costs a module
+# some microseconds), the offset and length of its code after the index).
+_FIELDS = 7
+_ORIGIN, _MTIME, _SIZE, _IS_PACKAGE, _CACHED, _OFFSET, _CODE_LENGTH = range(_FIELDS)
+
+
+def cache_dir():
+    """The directory of the package's caches (this one and the facts learnt
+    from torch), or None when they are off."""
+    configured = os.environ.get("TRANSFER_TO_NPU_CACHE_DIR")
+    if configured is not None:
+        return configured or None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "transfer_to_npu")
 
 
 class _Loader(SourceFileLoader):
@@ -44,7 +60,13 @@ class _Loader(SourceFileLoader):
 
     def get_code(self, fullname):
         if fullname == self.name and self._packed is not None:
-            return marshal.loads(self._packed)
+            try:
+                code = marshal.loads(self._packed)
+            except (EOFError, ValueError, TypeError):
+                code = None  # a damaged entry: read the module as usual
+            if type(code) is CodeType:
+                return code
+            self._packed = None
         # Stated before it is read: a source edited meanwhile is newer than
         # its entry, hence read again next time.
         try:
@@ -64,11 +86,12 @@ class _Cache:
     def __init__(self):
         self.path = None
         self.key = None
+        self.mapping = self.code = None
         self.entries = {}
-        self.learnt = {}  # name -> an entry whose code is not yet marshalled
+        self.learnt = {}  # name -> (source path, st_mtime_ns, st_size, is a package, code)
 
     def load(self):
-        directory = _torch_facts.cache_dir()
+        directory = cache_dir()
         if directory is None:
             return False
         self.key = (FORMAT, MAGIC_NUMBER, sys.flags.optimize, sys.pycache_prefix, _DIRECTORY)
@@ -78,13 +101,20 @@ class _Cache:
             directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
         try:
             with open(self.path, "rb") as f:
-                key, entries = marshal.loads(f.read())
+                self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            length = int.from_bytes(self.mapping[:_LENGTH], "little")
+            key, entries = marshal.loads(self.mapping[_LENGTH:_LENGTH + length])
         except (OSError, EOFError, ValueError, TypeError):
             return True
+        self.code = memoryview(self.mapping)[_LENGTH + length:]
         if key == self.key and isinstance(entries, dict) and all(
-                type(e) is tuple and len(e) == _FIELDS for e in entries.values()):
+                type(e) is tuple and len(e) == _FIELDS and 0 <= e[_OFFSET]
+                and 0 <= e[_CODE_LENGTH] <= len(self.code) - e[_OFFSET] for e in entries.values()):
             self.entries = entries
         return True
+
+    def _code_of(self, entry):
+        return self.code[entry[_OFFSET]:entry[_OFFSET] + entry[_CODE_LENGTH]]
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(_PREFIX):
@@ -98,7 +128,7 @@ class _Cache:
                 stat = None
             if stat is not None and (stat.st_mtime_ns, stat.st_size) == (entry[_MTIME],
                                                                          entry[_SIZE]):
-                spec = ModuleSpec(fullname, _Loader(fullname, origin, entry[_CODE]),
+                spec = ModuleSpec(fullname, _Loader(fullname, origin, self._code_of(entry)),
                                   origin=origin, is_package=entry[_IS_PACKAGE])
                 spec.has_location = True
                 spec.cached = entry[_CACHED]
@@ -117,23 +147,33 @@ class _Cache:
         if not self.learnt or self.path is None:
             return
         learnt, self.learnt = self.learnt, {}
-        entries = dict(self.entries)
+        index, blobs, offset = {}, [], 0
+        for name, entry in self.entries.items():
+            if name not in learnt:
+                code = bytes(self._code_of(entry))
+                index[name] = entry[:_OFFSET] + (offset, len(code))
+                blobs.append(code)
+                offset += len(code)
         for name, (origin, mtime, size, is_package, code) in learnt.items():
-            entries[name] = (origin, mtime, size, is_package, cache_from_source(origin),
-                             marshal.dumps(code))
+            code = marshal.dumps(code)
+            index[name] = (origin, mtime, size, is_package, cache_from_source(origin), offset,
+                           len(code))
+            blobs.append(code)
+            offset += len(code)
+        header = marshal.dumps((self.key, index))
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(tmp, "wb") as f:
-                f.write(marshal.dumps((self.key, entries)))
+                f.write(len(header).to_bytes(_LENGTH, "little"))
+                f.write(header)
+                f.writelines(blobs)
             os.replace(tmp, self.path)
         except OSError:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-            return
-        self.entries = entries
 
 
 _cache = _Cache()

@@ -12,20 +12,13 @@ learnt again from torch.
 import json
 import os
 
+from ._code_cache import cache_dir
+
 FORMAT = 3
 
 # Each section is a file of its own, read when first asked for: the import
 # reads only the small ones it needs, and the first npu tensor the rest.
 _state = {"key": None, "directory": None, "sections": {}, "dirty": set()}
-
-
-def cache_dir():
-    """The directory of the package's caches, or None when they are off."""
-    configured = os.environ.get("TRANSFER_TO_NPU_CACHE_DIR")
-    if configured is not None:
-        return configured or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "transfer_to_npu")
 
 
 def _select(torch):

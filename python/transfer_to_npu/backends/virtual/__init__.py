@@ -81,6 +81,7 @@ def install(backend_module=None):
     factories.register()
     methods.install()
     random.install()
+    npu.default_generators = random.default_generators
     amp.install()
     pinned.install()
     storage.install()

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from . import amp, devices, memory, random
+from . import amp, devices, memory, random  # noqa: F401  (torch.npu.random, as torch_npu's)
 from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info,
                      memory_allocated, memory_reserved, memory_stats,
                      memory_stats_as_nested_dict, memory_summary,
@@ -173,8 +173,7 @@ def get_amp_supported_dtype():
 # Each npu has its own host generator (random.py, imported above); memory
 # figures come from the C core's count of live npu tensors (memory.py).
 
-def __getattr__(name):
-    # One generator per visible npu, made when the device is installed.
-    if name == "default_generators":
-        return random.default_generators
-    raise AttributeError(f"module 'torch.npu' has no attribute {name!r}")
+# One generator per visible npu, set when the device is installed.  A plain
+# attribute, not a module __getattr__, which would run Python code and
+# raise on every failed lookup on torch.npu (the rules make about a hundred).
+default_generators = ()

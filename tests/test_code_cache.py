@@ -122,6 +122,23 @@ def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, how):
     assert "transfer_to_npu._rules.data" in _probe(tmp_path)[1]
 
 
+@pytest.mark.parametrize("other", ["writable by others", "owned by another user"])
+def test_a_cache_others_may_have_written_is_not_run(tmp_path, other):
+    _probe(tmp_path)
+    (path,) = _code_files(tmp_path)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    if other == "writable by others":
+        os.chmod(path, 0o666)
+    elif os.getuid() == 0:
+        os.chown(path, 65534, -1)
+    else:
+        pytest.skip("only root can give a file away")
+    assert _probe(tmp_path)[1] == set()
+    # Written again, as this user's alone.
+    assert os.stat(path).st_uid == os.getuid() and os.stat(path).st_mode & 0o777 == 0o600
+    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[1]
+
+
 def test_off_with_the_other_caches(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     edited, cached = _probe("")

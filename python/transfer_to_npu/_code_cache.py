@@ -49,6 +49,15 @@ def cache_dir():
     return os.path.join(base, "transfer_to_npu")
 
 
+def _trusted(stat):
+    """Whether code may be run from the cache file of this stat: only when
+    this user wrote it and no one else may have (the cache directory may be
+    a shared one)."""
+    if not hasattr(os, "getuid"):
+        return True
+    return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
+
+
 class _Loader(SourceFileLoader):
     """A module of the package: its code from the cache when the cache holds
     this source's, else compiled (or read from its .pyc) as usual and kept
@@ -101,6 +110,8 @@ class _Cache:
             directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
         try:
             with open(self.path, "rb") as f:
+                if not _trusted(os.fstat(f.fileno())):
+                    return True
                 self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             length = int.from_bytes(self.mapping[:_LENGTH], "little")
             key, entries = marshal.loads(self.mapping[_LENGTH:_LENGTH + length])
@@ -164,7 +175,11 @@ class _Cache:
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "wb") as f:
+            # Readable by this user alone, and never through a link planted
+            # in a shared directory.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                         0o600)
+            with open(fd, "wb") as f:
                 f.write(len(header).to_bytes(_LENGTH, "little"))
                 f.write(header)
                 f.writelines(blobs)

@@ -13,14 +13,19 @@
   unmarshalling the compiled modules, running their bodies, loading the C
   extension, and enable()'s own work;
 * both with the log and the report off, the report on, and the log on;
-  and without the cache of what is learnt from torch once per build;
+  without the cache of the package's compiled modules; and with no cache
+  at all (neither that one nor that of what is learnt from torch once per
+  build);
 * the per-call cost of a rewritten call in the same three settings.
 """
+import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 
@@ -69,8 +74,13 @@ def run(code, env=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
+# Stands for a cache directory with the facts learnt from torch and without
+# the package's compiled code (facts_only_cache()).
+FACTS_ONLY = "<facts only>"
+
 MODES = [
     ("log and report off", {}),
+    ("the same, code cache off", {"TRANSFER_TO_NPU_CACHE_DIR": FACTS_ONLY}),
     ("the same, no cache (first run)", {"TRANSFER_TO_NPU_CACHE_DIR": ""}),
     ("report on", {"TRANSFER_TO_NPU_REPORT": "ttn-bench-report.json"}),
     ("log level 1 (to a file)", {"TRANSFER_TO_NPU_LOG": "1",
@@ -78,8 +88,21 @@ MODES = [
 ]
 
 
-def in_tmp(env):
+def facts_only_cache():
+    """A cache directory where a first run has learnt the facts, and whose
+    code cache can be neither read nor written: its file's name is taken by
+    a directory."""
+    directory = tempfile.mkdtemp(prefix="ttn-bench-cache-")
+    run(FIRST_IMPORT, {"TRANSFER_TO_NPU_CACHE_DIR": directory})
+    for path in glob.glob(os.path.join(directory, "code-*")):
+        os.remove(path)
+        os.mkdir(path)
+    return directory
+
+
+def in_tmp(env, facts_only=None):
     tmp = os.environ.get("TMPDIR", "/tmp")
+    env = {k: (facts_only if v == FACTS_ONLY else v) for k, v in env.items()}
     return {k: (os.path.join(tmp, v) if k.endswith(("_REPORT", "_FILE")) else v)
             for k, v in env.items()}
 
@@ -149,9 +172,10 @@ def import_parts():
 def main():
     print(f"{'first import, torch imported (ms)':<34} {'total':>7} {'best':>6} {'backend':>8} "
           f"{'patcher':>8} {'enable()':>9} {'1st npu':>8}   (median of {RUNS})")
+    facts_only = facts_only_cache()
     for label, env in MODES:
         # One run first, unmeasured: it fills the caches a new install lacks.
-        results = [run(FIRST_IMPORT, in_tmp(env)) for _ in range(RUNS + 1)][1:]
+        results = [run(FIRST_IMPORT, in_tmp(env, facts_only)) for _ in range(RUNS + 1)][1:]
         total = statistics.median(r["import"] for r in results) * 1e3
         best = min(r["import"] for r in results) * 1e3
         backend = statistics.median(r["backend"] for r in results) * 1e3
@@ -160,6 +184,7 @@ def main():
         first = statistics.median(r["first"] - r["again"] for r in results) * 1e3
         print(f"{label:<34} {total:>7.2f} {best:>6.2f} {backend:>8.2f} {patcher:>8.2f} "
               f"{enable:>9.2f} {first:>8.2f}")
+    shutil.rmtree(facts_only, ignore_errors=True)
     print("(best: the fastest of the runs, the least disturbed by the machine's load;\n"
           " backend: the virtual NPU's device and factory kernels; patcher: the rest of the\n"
           " import; enable(): again after disable(), budget 5 ms; 1st npu: what the first\n"

@@ -173,9 +173,13 @@ def main():
     print(f"{'first import, torch imported (ms)':<34} {'total':>7} {'best':>6} {'backend':>8} "
           f"{'patcher':>8} {'enable()':>9} {'1st npu':>8}   (median of {RUNS})")
     facts_only = facts_only_cache()
-    for label, env in MODES:
-        # One run first, unmeasured: it fills the caches a new install lacks.
-        results = [run(FIRST_IMPORT, in_tmp(env, facts_only)) for _ in range(RUNS + 1)][1:]
+    # The modes take turns, so that a change in the machine's load falls on
+    # all of them; one round first, unmeasured, fills the caches a new
+    # install lacks.
+    envs = [in_tmp(env, facts_only) for _, env in MODES]
+    rounds = [[run(FIRST_IMPORT, env) for env in envs] for _ in range(RUNS + 1)][1:]
+    for i, (label, _) in enumerate(MODES):
+        results = [r[i] for r in rounds]
         total = statistics.median(r["import"] for r in results) * 1e3
         best = min(r["import"] for r in results) * 1e3
         backend = statistics.median(r["backend"] for r in results) * 1e3

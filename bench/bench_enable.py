@@ -39,6 +39,7 @@ t0 = time.perf_counter()
 import transfer_to_npu
 t1 = time.perf_counter()
 backend = transfer_to_npu._timings["backend"]
+steps = {step: transfer_to_npu._timings[step] for step in transfer_to_npu._PATCH_STEPS}
 cycles = []
 for _ in range(20):
     transfer_to_npu.disable()
@@ -52,7 +53,7 @@ t4 = time.perf_counter()
 x.to("cuda")
 t5 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "backend": backend, "enable": min(cycles),
-                  "first": t4 - t3, "again": t5 - t4}))
+                  "first": t4 - t3, "again": t5 - t4, "steps": steps}))
 """
 
 PER_CALL = """
@@ -194,6 +195,14 @@ def main():
           " import; enable(): again after disable(), budget 5 ms; 1st npu: what the first\n"
           " x.to('cuda') of a process takes more than the second, registering the virtual\n"
           " NPU's other kernels; with torch imported and its objects collected)")
+    off = [r[0] for r in rounds]
+    print(f"the patcher's steps in it (log and report off, median of {RUNS}, ms): "
+          + ", ".join(f"{step} {statistics.median(r['steps'][step] for r in off) * 1e3:.2f}"
+                      for step in off[0]["steps"]))
+    print(" (warm: torch's cache of its factories filled before the patches; rows: the\n"
+          " table derived from torch; install: the C core patching; after_enable:\n"
+          " TorchScript's builtins; rebind: the user's modules rescanned; the rest of the\n"
+          " patcher's time is importing the package's modules and loading the extension)")
     parts = import_parts()
     print(f"its parts (log and report off, median of {RUNS}; timing them adds to the total):")
     print(f"  importlib's work for the package's {parts['modules']:.0f} modules "

@@ -104,6 +104,8 @@ def _damage(path, how):
         index = {name: entry[:2] for name, entry in index.items()}
     elif how == "offsets past the end":
         index = {name: entry[:5] + (len(code), 10) for name, entry in index.items()}
+    elif how == "fields of the wrong type":
+        index = {name: (1,) + entry[1:5] + ("0", None) for name, entry in index.items()}
     elif how == "damaged code":
         code = bytes(len(code))
     header = marshal.dumps((key, index))
@@ -111,7 +113,8 @@ def _damage(path, how):
 
 
 @pytest.mark.parametrize("how", ["", "garbage", "truncated", "short entries",
-                                 "offsets past the end", "damaged code"])
+                                 "offsets past the end", "fields of the wrong type",
+                                 "damaged code"])
 def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, how):
     _probe(tmp_path)
     (path,) = _code_files(tmp_path)

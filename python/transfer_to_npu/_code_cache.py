@@ -16,9 +16,9 @@ import mmap
 import os
 import sys
 import zlib
-from types import CodeType
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
 from importlib.util import MAGIC_NUMBER, cache_from_source
+from types import CodeType
 
 FORMAT = 1
 
@@ -119,10 +119,18 @@ class _Cache:
             return True
         self.code = memoryview(self.mapping)[_LENGTH + length:]
         if key == self.key and isinstance(entries, dict) and all(
-                type(e) is tuple and len(e) == _FIELDS and 0 <= e[_OFFSET]
-                and 0 <= e[_CODE_LENGTH] <= len(self.code) - e[_OFFSET] for e in entries.values()):
+                self._well_formed(e) for e in entries.values()):
             self.entries = entries
         return True
+
+    def _well_formed(self, entry):
+        """Whether an entry of a damaged file could not fail an import."""
+        if type(entry) is not tuple or len(entry) != _FIELDS:
+            return False
+        offset, length = entry[_OFFSET], entry[_CODE_LENGTH]
+        return (type(entry[_ORIGIN]) is str and type(entry[_CACHED]) in (str, type(None))
+                and type(offset) is int and type(length) is int
+                and 0 <= offset and 0 <= length <= len(self.code) - offset)
 
     def _code_of(self, entry):
         return self.code[entry[_OFFSET]:entry[_OFFSET] + entry[_CODE_LENGTH]]

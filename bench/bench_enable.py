@@ -13,7 +13,7 @@
   unmarshalling the compiled modules, running their bodies, loading the C
   extension, and enable()'s own work;
 * both with the log and the report off, the report on, and the log on;
-  without the cache of the package's compiled modules; and with no cache
+  with the cache of the package's compiled modules empty; and with no cache
   at all (neither that one nor that of what is learnt from torch once per
   build);
 * the per-call cost of a rewritten call in the same three settings.
@@ -81,7 +81,7 @@ FACTS_ONLY = "<facts only>"
 
 MODES = [
     ("log and report off", {}),
-    ("the same, code cache off", {"TRANSFER_TO_NPU_CACHE_DIR": FACTS_ONLY}),
+    ("the same, code cache empty", {"TRANSFER_TO_NPU_CACHE_DIR": FACTS_ONLY}),
     ("the same, no cache (first run)", {"TRANSFER_TO_NPU_CACHE_DIR": ""}),
     ("report on", {"TRANSFER_TO_NPU_REPORT": "ttn-bench-report.json"}),
     ("log level 1 (to a file)", {"TRANSFER_TO_NPU_LOG": "1",
@@ -91,8 +91,9 @@ MODES = [
 
 def facts_only_cache():
     """A cache directory where a first run has learnt the facts, and whose
-    code cache can be neither read nor written: its file's name is taken by
-    a directory."""
+    code cache can be neither read nor written (its file's name is taken by
+    a directory): every module is imported from its file, as without the
+    code cache, plus the finder's look at each."""
     directory = tempfile.mkdtemp(prefix="ttn-bench-cache-")
     run(FIRST_IMPORT, {"TRANSFER_TO_NPU_CACHE_DIR": directory})
     for path in glob.glob(os.path.join(directory, "code-*")):

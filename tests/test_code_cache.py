@@ -10,15 +10,20 @@ import pytest
 import transfer_to_npu
 from conftest import run_python
 
-# Which of the package's modules the process took from the code cache, and
-# a migrated call to show that it works.
+# Which of the package's modules the process ran without reading their
+# files (.py or .pyc), a migrated call to show that it works, and what an
+# edit of _rules/data.py changes.
 PROBE = """
-import sys, torch, transfer_to_npu
+import sys
+opened = set()
+sys.addaudithook(lambda event, args: event == "open" and opened.add(args[0]))
+import torch, transfer_to_npu
 x = torch.ones(2, device="cuda")
 cached = sorted(n for n, m in list(sys.modules.items()) if n.startswith("transfer_to_npu.")
-                and getattr(getattr(m.__spec__, "loader", None), "_packed", None) is not None)
+                and str(getattr(m, "__file__", "")).endswith(".py")
+                and not {m.__file__, m.__cached__} & opened)
 from transfer_to_npu._rules import data
-print(x.device, getattr(data, "EDITED", None), " ".join(cached))
+print(x.device, getattr(data, "EDITED", None), data.__doc__.split()[0], " ".join(cached))
 """
 
 # Imported before the cache is read.
@@ -35,9 +40,11 @@ def _run(cache_dir, site=None, args=("-c", PROBE)):
 
 
 def _probe(cache_dir, site=None):
-    device, edited, *cached = _run(cache_dir, site).split()
+    """(EDITED of _rules/data.py, the first word of its docstring, the
+    modules run from the cache)."""
+    device, edited, doc, *cached = _run(cache_dir, site).split()
     assert device == "npu:0"
-    return edited, set(cached)
+    return edited, doc, set(cached)
 
 
 def _code_files(cache_dir):
@@ -54,9 +61,9 @@ def site(tmp_path):
 
 
 def test_written_at_exit_then_read(tmp_path):
-    edited, cached = _probe(tmp_path)
+    edited, _, cached = _probe(tmp_path)
     assert cached == set() and len(_code_files(tmp_path)) == 1
-    edited, cached = _probe(tmp_path)
+    edited, _, cached = _probe(tmp_path)
     assert "transfer_to_npu._rules.data" in cached and "transfer_to_npu.backends.virtual" in cached
     assert not cached & NEVER_CACHED and "transfer_to_npu._torch_facts" in cached
     # Modules first imported later (at the first npu tensor) are in it too.
@@ -66,15 +73,61 @@ def test_written_at_exit_then_read(tmp_path):
 def test_an_edited_module_is_read_from_its_file(tmp_path, site):
     cache = tmp_path / "cache"
     _probe(cache, site)
-    assert "transfer_to_npu._rules.data" in _probe(cache, site)[1]
+    assert "transfer_to_npu._rules.data" in _probe(cache, site)[2]
     with open(site / "transfer_to_npu" / "_rules" / "data.py", "a") as f:
         f.write("\nEDITED = 'yes'\n")
-    edited, cached = _probe(cache, site)
+    edited, _, cached = _probe(cache, site)
     assert edited == "yes" and "transfer_to_npu._rules.data" not in cached
     assert "transfer_to_npu._rules.tensors" in cached
     # The cache was rewritten with the edited module's code.
-    edited, cached = _probe(cache, site)
+    edited, _, cached = _probe(cache, site)
     assert edited == "yes" and "transfer_to_npu._rules.data" in cached
+
+
+def _data_py(site):
+    return site / "transfer_to_npu" / "_rules" / "data.py"
+
+
+def test_an_edit_of_the_same_size_and_mtime_is_seen(tmp_path, site):
+    """As a reinstall that keeps mtimes (tar, cp -p) leaves it: the ctime
+    tells."""
+    cache = tmp_path / "cache"
+    _probe(cache, site)
+    edited, doc, cached = _probe(cache, site)
+    assert doc == "Data" and "transfer_to_npu._rules.data" in cached
+    path = _data_py(site)
+    before = os.stat(path)
+    text = path.read_text()
+    path.write_text(text.replace('"""Data loading', '"""Xata loading', 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
+    edited, doc, cached = _probe(cache, site)
+    assert doc == "Xata" and "transfer_to_npu._rules.data" not in cached
+
+
+def test_a_touched_module_is_read_again(tmp_path, site):
+    cache = tmp_path / "cache"
+    _probe(cache, site)
+    assert "transfer_to_npu._rules.data" in _probe(cache, site)[2]
+    os.utime(_data_py(site))
+    assert "transfer_to_npu._rules.data" not in _probe(cache, site)[2]
+    assert "transfer_to_npu._rules.data" in _probe(cache, site)[2]
+
+
+@pytest.mark.parametrize("planted", ["a FIFO", "a link to a good cache"])
+def test_a_planted_file_is_neither_waited_on_nor_followed(tmp_path, planted):
+    _probe(tmp_path)
+    (path,) = _code_files(tmp_path)
+    good = tmp_path / "elsewhere"
+    os.rename(path, good)
+    if planted == "a FIFO":
+        os.mkfifo(path)
+    else:
+        os.symlink(good, path)
+    env = {"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path), "TRANSFER_TO_NPU_BACKEND": "virtual"}
+    proc = run_python(["-c", PROBE], env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[3:] == []
 
 
 def test_one_cache_per_copy_of_the_package(tmp_path, site):
@@ -103,9 +156,9 @@ def _damage(path, how):
     if how == "short entries":
         index = {name: entry[:2] for name, entry in index.items()}
     elif how == "offsets past the end":
-        index = {name: entry[:5] + (len(code), 10) for name, entry in index.items()}
+        index = {name: entry[:4] + (len(code), 10) for name, entry in index.items()}
     elif how == "fields of the wrong type":
-        index = {name: (1,) + entry[1:5] + ("0", None) for name, entry in index.items()}
+        index = {name: (1,) + entry[1:4] + ("0", None) for name, entry in index.items()}
     elif how == "damaged code":
         code = bytes(len(code))
     header = marshal.dumps((key, index))
@@ -121,8 +174,8 @@ def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, how):
     content = _damage(path, how) if how else b""
     with open(path, "wb") as f:
         f.write(content)
-    assert _probe(tmp_path)[1] == set()
-    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[1]
+    assert _probe(tmp_path)[2] == set()
+    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[2]
 
 
 @pytest.mark.parametrize("other", ["writable by others", "owned by another user"])
@@ -136,15 +189,15 @@ def test_a_cache_others_may_have_written_is_not_run(tmp_path, other):
         os.chown(path, 65534, -1)
     else:
         pytest.skip("only root can give a file away")
-    assert _probe(tmp_path)[1] == set()
+    assert _probe(tmp_path)[2] == set()
     # Written again, as this user's alone.
     assert os.stat(path).st_uid == os.getuid() and os.stat(path).st_mode & 0o777 == 0o600
-    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[1]
+    assert "transfer_to_npu._rules.data" in _probe(tmp_path)[2]
 
 
 def test_off_with_the_other_caches(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    edited, cached = _probe("")
+    edited, _, cached = _probe("")
     assert cached == set() and os.listdir(tmp_path) == []
 
 

@@ -5,38 +5,54 @@ of the path, a stat, an open and a read of each one's .pyc: some 140 us a
 module on a slow file system, half of the first import.  Their code is kept
 instead in one file in ``TRANSFER_TO_NPU_CACHE_DIR`` (beside the facts
 learnt from torch), read once.  Each module's entry is used only while its
-source has the mtime and size it had when the entry was made, as a .pyc is
-checked; an edited or new module is imported from its file as usual, and
+source has the mtime, size and ctime it had when the entry was made (a
+.pyc is checked by the first two; the ctime catches a reinstall that keeps
+mtimes); an edited or new module is imported from its file as usual, and
 the file is rewritten at exit with its new code.
 """
 
 import atexit
 import marshal
-import mmap
 import os
 import sys
+import tempfile
 import zlib
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
 from importlib.util import MAGIC_NUMBER, cache_from_source
+from stat import S_ISREG
 from types import CodeType
 
-FORMAT = 1
+FORMAT = 2
 
 _PACKAGE = __name__.rpartition(".")[0]
 _PREFIX = f"{_PACKAGE}."
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 
 # The file: the length of its index (8 bytes, little-endian), the index
-# marshalled, then the modules' marshalled code.  It is mapped, not read:
-# the import unmarshals the code of the modules it imports, in place, and
-# leaves the rest of the file alone.
+# marshalled, then the modules' marshalled code.  It is read whole (not
+# mapped: a file changed under a mapping kills the process), and the import
+# unmarshals the code of the modules it imports in place.
 _LENGTH = 8
 
-# The index, {name: entry}; an entry is (source path, its st_mtime_ns, its
-# st_size, is a package, its __cached__ (worked out once: it costs a module
-# some microseconds), the offset and length of its code after the index).
-_FIELDS = 7
-_ORIGIN, _MTIME, _SIZE, _IS_PACKAGE, _CACHED, _OFFSET, _CODE_LENGTH = range(_FIELDS)
+# The index, {name: entry}; an entry is (source path, its (st_mtime_ns,
+# st_size, st_ctime_ns), is a package, its __cached__ (worked out once: it
+# costs a module some microseconds), the offset and length of its code after
+# the index).
+_FIELDS = 6
+_ORIGIN, _STAMP, _IS_PACKAGE, _CACHED, _OFFSET, _CODE_LENGTH = range(_FIELDS)
+
+# What marshal raises on damaged data (a damaged length: MemoryError).
+_DAMAGED = (EOFError, ValueError, TypeError, OverflowError, MemoryError)
+
+
+def _stamp(path):
+    """What an entry is checked by, or None for a path that cannot be
+    stated."""
+    try:
+        stat = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns)
 
 
 def cache_dir():
@@ -50,9 +66,11 @@ def cache_dir():
 
 
 def _trusted(stat):
-    """Whether code may be run from the cache file of this stat: only when
-    this user wrote it and no one else may have (the cache directory may be
-    a shared one)."""
+    """Whether code may be run from the cache file of this stat: only a
+    regular file that this user wrote and no one else may have (the cache
+    directory may be a shared one)."""
+    if not S_ISREG(stat.st_mode):
+        return False
     if not hasattr(os, "getuid"):
         return True
     return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
@@ -71,21 +89,17 @@ class _Loader(SourceFileLoader):
         if fullname == self.name and self._packed is not None:
             try:
                 code = marshal.loads(self._packed)
-            except (EOFError, ValueError, TypeError):
+            except _DAMAGED:
                 code = None  # a damaged entry: read the module as usual
             if type(code) is CodeType:
                 return code
             self._packed = None
         # Stated before it is read: a source edited meanwhile is newer than
         # its entry, hence read again next time.
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            stat = None
+        stamp = _stamp(self.path)
         code = super().get_code(fullname)
-        if stat is not None and code is not None and fullname == self.name:
-            _cache.learnt[fullname] = (self.path, stat.st_mtime_ns, stat.st_size,
-                                       self.is_package(fullname), code)
+        if stamp is not None and code is not None and fullname == self.name:
+            _cache.learnt[fullname] = (self.path, stamp, self.is_package(fullname), code)
         return code
 
 
@@ -95,9 +109,9 @@ class _Cache:
     def __init__(self):
         self.path = None
         self.key = None
-        self.mapping = self.code = None
+        self.code = None
         self.entries = {}
-        self.learnt = {}  # name -> (source path, st_mtime_ns, st_size, is a package, code)
+        self.learnt = {}  # name -> (source path, its stamp, is a package, code)
 
     def load(self):
         directory = cache_dir()
@@ -109,15 +123,19 @@ class _Cache:
         self.path = os.path.join(
             directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
         try:
-            with open(self.path, "rb") as f:
-                if not _trusted(os.fstat(f.fileno())):
+            # Never through a link, nor waiting on a FIFO planted in a shared
+            # directory: the file is checked before it is read.
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as f:
+                if not _trusted(os.fstat(fd)):
                     return True
-                self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            length = int.from_bytes(self.mapping[:_LENGTH], "little")
-            key, entries = marshal.loads(self.mapping[_LENGTH:_LENGTH + length])
-        except (OSError, EOFError, ValueError, TypeError):
+                data = f.read()
+            length = int.from_bytes(data[:_LENGTH], "little")
+            key, entries = marshal.loads(memoryview(data)[_LENGTH:_LENGTH + length])
+        except (OSError,) + _DAMAGED:
             return True
-        self.code = memoryview(self.mapping)[_LENGTH + length:]
+        self.code = memoryview(data)[_LENGTH + length:]
         if key == self.key and isinstance(entries, dict) and all(
                 self._well_formed(e) for e in entries.values()):
             self.entries = entries
@@ -127,8 +145,9 @@ class _Cache:
         """Whether an entry of a damaged file could not fail an import."""
         if type(entry) is not tuple or len(entry) != _FIELDS:
             return False
-        offset, length = entry[_OFFSET], entry[_CODE_LENGTH]
-        return (type(entry[_ORIGIN]) is str and type(entry[_CACHED]) in (str, type(None))
+        origin, offset, length = entry[_ORIGIN], entry[_OFFSET], entry[_CODE_LENGTH]
+        return (type(origin) is str and origin.startswith(_DIRECTORY + os.sep)
+                and type(entry[_CACHED]) in (str, type(None))
                 and type(offset) is int and type(length) is int
                 and 0 <= offset and 0 <= length <= len(self.code) - offset)
 
@@ -141,12 +160,8 @@ class _Cache:
         entry = self.entries.get(fullname)
         if entry is not None:
             origin = entry[_ORIGIN]
-            try:
-                stat = os.stat(origin)
-            except OSError:
-                stat = None
-            if stat is not None and (stat.st_mtime_ns, stat.st_size) == (entry[_MTIME],
-                                                                         entry[_SIZE]):
+            stamp = _stamp(origin)
+            if stamp is not None and stamp == entry[_STAMP]:
                 spec = ModuleSpec(fullname, _Loader(fullname, origin, self._code_of(entry)),
                                   origin=origin, is_package=entry[_IS_PACKAGE])
                 spec.has_location = True
@@ -173,30 +188,30 @@ class _Cache:
                 index[name] = entry[:_OFFSET] + (offset, len(code))
                 blobs.append(code)
                 offset += len(code)
-        for name, (origin, mtime, size, is_package, code) in learnt.items():
+        for name, (origin, stamp, is_package, code) in learnt.items():
             code = marshal.dumps(code)
-            index[name] = (origin, mtime, size, is_package, cache_from_source(origin), offset,
+            index[name] = (origin, stamp, is_package, cache_from_source(origin), offset,
                            len(code))
             blobs.append(code)
             offset += len(code)
         header = marshal.dumps((self.key, index))
-        tmp = f"{self.path}.{os.getpid()}.tmp"
+        directory = os.path.dirname(self.path)
+        tmp = None
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            # Readable by this user alone, and never through a link planted
-            # in a shared directory.
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
-                         0o600)
+            os.makedirs(directory, exist_ok=True)
+            # A new file of a name of its own, readable by this user alone.
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(self.path), dir=directory)
             with open(fd, "wb") as f:
                 f.write(len(header).to_bytes(_LENGTH, "little"))
                 f.write(header)
                 f.writelines(blobs)
             os.replace(tmp, self.path)
         except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
 
 _cache = _Cache()

@@ -65,6 +65,27 @@ def cache_dir():
     return os.path.join(base, "transfer_to_npu")
 
 
+def write_atomically(path, chunks):
+    """Write a cache file whole or not at all (ranks of a job may write at
+    once): through a new file of a name of its own, readable by this user
+    alone, put in place by a rename.  A cache that cannot be written is
+    simply not written."""
+    directory = os.path.dirname(path)
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path), dir=directory)
+        with open(fd, "wb") as f:
+            f.writelines(chunks)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def _trusted(stat):
     """Whether code may be run from the cache file of this stat: only a
     regular file that this user wrote and no one else may have (the cache
@@ -176,8 +197,7 @@ class _Cache:
 
     def save(self):
         """Write the cache again if modules were compiled or read from
-        their files in this process (atomically: ranks of a job may write at
-        once)."""
+        their files in this process."""
         if not self.learnt or self.path is None:
             return
         learnt, self.learnt = self.learnt, {}
@@ -195,23 +215,7 @@ class _Cache:
             blobs.append(code)
             offset += len(code)
         header = marshal.dumps((self.key, index))
-        directory = os.path.dirname(self.path)
-        tmp = None
-        try:
-            os.makedirs(directory, exist_ok=True)
-            # A new file of a name of its own, readable by this user alone.
-            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(self.path), dir=directory)
-            with open(fd, "wb") as f:
-                f.write(len(header).to_bytes(_LENGTH, "little"))
-                f.write(header)
-                f.writelines(blobs)
-            os.replace(tmp, self.path)
-        except OSError:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
+        write_atomically(self.path, [len(header).to_bytes(_LENGTH, "little"), header, *blobs])
 
 
 _cache = _Cache()

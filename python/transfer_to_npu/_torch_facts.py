@@ -12,7 +12,7 @@ learnt again from torch.
 import json
 import os
 
-from ._code_cache import cache_dir
+from ._code_cache import cache_dir, write_atomically
 
 FORMAT = 3
 
@@ -67,24 +67,10 @@ def changed(name):
 
 
 def save():
-    """Write the sections learnt in this process, if any (atomically: ranks
-    of one job may write at once)."""
+    """Write the sections learnt in this process, if any."""
     if not _state["dirty"] or _state["directory"] is None:
         return
     dirty, _state["dirty"] = _state["dirty"], set()
-    try:
-        os.makedirs(_state["directory"], exist_ok=True)
-    except OSError:
-        return
     for name in sorted(dirty):
-        path = _path(name)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump({"key": _state["key"], "facts": _state["sections"][name]}, f)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        data = json.dumps({"key": _state["key"], "facts": _state["sections"][name]})
+        write_atomically(_path(name), [data.encode()])

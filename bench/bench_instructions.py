@@ -9,6 +9,7 @@ side runs a loop of N calls and one of 2N, and its cost per call is the
 difference over N, which leaves out the control commands around the loops;
 the difference between the sides is what migration adds.  Needs valgrind (`make tools`).
 """
+import gc
 import os
 import shutil
 import subprocess
@@ -37,15 +38,22 @@ def child():
     def measure(stmt, tag):
         """Dump the counts of a loop of CALLS calls and of one of 2 * CALLS:
         the control commands around each window cost the same, so their
-        difference is CALLS calls alone."""
+        difference is CALLS calls alone.  The collector is off in the
+        loops, as timeit has it: a collection falls at a different call in
+        each loop and costs what the heap holds, not what the call does."""
         exec(compile(loop.format(n=50, stmt=stmt), "<warm>", "exec"), env)
         for n in (CALLS, 2 * CALLS):
             code = compile(loop.format(n=n, stmt=stmt), f"<{tag}>", "exec")
-            ctl("-z")
-            ctl("-i", "on")
-            exec(code, env)
-            ctl("-d", f"{tag}x{n}")
-            ctl("-i", "off")
+            gc.collect()
+            gc.disable()
+            try:
+                ctl("-z")
+                ctl("-i", "on")
+                exec(code, env)
+                ctl("-d", f"{tag}x{n}")
+                ctl("-i", "off")
+            finally:
+                gc.enable()
 
     # Dump names are kept plain: callgrind_control passes them on unquoted.
     for i, (label, path, migrated, direct) in enumerate(CASES):

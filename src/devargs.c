@@ -135,13 +135,8 @@ layout_agrees(PyObject *dev, int type, int index)
 static inline int
 quick_decode(ttn_state *st, PyObject *dev, int *type, int *index)
 {
-    if (TTN_LIKELY(st->device_layout_ok > 1)) {
-        const int8_t *p = (const int8_t *)((const char *)dev + sizeof(PyObject));
-
-        *type = (int)(uint8_t)p[0];
-        *index = (int)p[1];
+    if (ttn_device_read(st, dev, type, index))
         return 1;
-    }
     if (st->device_hash_ok > 1) {
         /* torch hashes a device as (type << 16) | (uint8_t)index. */
         Py_hash_t h = PyObject_Hash(dev);

@@ -185,6 +185,21 @@ ttn_current_index(ttn_state *st, PyObject *v, PyObject **string, PyObject **as_d
     return ttn_current_index_slow(st, v, string, as_device);
 }
 
+/* A torch.device's type and index read from its bytes (PyObject_HEAD, then
+ * c10::Device's two int8s), once that reading has agreed with the
+ * attributes (devargs.c); 0 when it has not been verified. */
+static inline int
+ttn_device_read(const ttn_state *st, PyObject *dev, int *type, int *index)
+{
+    const int8_t *p = (const int8_t *)((const char *)dev + sizeof(PyObject));
+
+    if (!TTN_LIKELY(st->device_layout_ok > 1))
+        return 0;
+    *type = (int)(uint8_t)p[0];
+    *index = (int)p[1];
+    return 1;
+}
+
 /* Whether a str could be a CUDA device spec at all: only one that starts
  * "cuda" (exactly: devspec.c's rule) can, which an ASCII string shows
  * without a UTF-8 view.  'npu', 'cpu' and names go straight on. */

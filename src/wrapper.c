@@ -279,15 +279,25 @@ exit:
     return result;
 }
 
-/* The cheap test that lets every other call pass straight through: could v
- * be a device specification at all? */
+/* The cheap test that lets every other call pass straight through: does v
+ * need a closer look?  It does when it may be a CUDA device spec, or an
+ * index-less device where this callable fills in the current index and a
+ * device other than 0 has been made current.  A str that cannot start
+ * "cuda" ('npu', 'cpu') and a torch.device read as not CUDA's go on: the
+ * quick path would keep them, after a call and a second look. */
 static inline int
-maybe_device(ttn_state *st, PyObject *v)
+maybe_device(WrapperObject *self, PyObject *v)
 {
+    ttn_state *st = self->state;
     PyTypeObject *t = Py_TYPE(v);
+    int type, index;
 
-    return t == &PyUnicode_Type || t == st->device_type || t == &PyDict_Type ||
-           PyType_HasFeature(t, Py_TPFLAGS_UNICODE_SUBCLASS);
+    if (t == &PyUnicode_Type)
+        return ttn_may_be_cuda(v) || (self->current & st->current_seen);
+    if (t == st->device_type)
+        return !ttn_device_read(st, v, &type, &index) || type == TTN_C10_CUDA ||
+               (index < 0 && (self->current & st->current_seen));
+    return t == &PyDict_Type || PyType_HasFeature(t, Py_TPFLAGS_UNICODE_SUBCLASS);
 }
 
 static TTN_NOINLINE int
@@ -300,7 +310,7 @@ maybe_device_kw(WrapperObject *self, PyObject *const *values, PyObject *kwnames)
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
 
         if (is_device_kw(self, name)) {
-            if (maybe_device(self->state, values[i]))
+            if (maybe_device(self, values[i]))
                 return 1;
             plain = 0;
         }
@@ -384,7 +394,7 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         /* The hot path: nothing that could be a device where this callable
          * takes one, so the call goes straight on. */
         nargs = PyVectorcall_NARGS(nargsf);
-        if ((self->pos < 0 || self->pos >= nargs || !maybe_device(st, args[self->pos])) &&
+        if ((self->pos < 0 || self->pos >= nargs || !maybe_device(self, args[self->pos])) &&
             (kwnames == NULL || kwnames == self->plain_kwnames ||
              !maybe_device_kw(self, args + nargs, kwnames))) {
             if (self->mode == TTN_MODE_REDIRECT)

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 
 import transfer_to_npu
-from conftest import npu
+from conftest import npu, run_python
 
 
 @torch.jit.script
@@ -124,6 +124,31 @@ def test_factories_inside_a_compiled_region_stay_in_its_graph(backend):
     assert x.grad.tolist() == [2.0] * 4
     explained = torch._dynamo.explain(forward)(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_module_to_inside_a_compiled_region():
+    """model.to('cuda') inside a compiled function: dynamo traces torch's
+    Module.to and runs the migrated call that parses its device eagerly."""
+    torch._dynamo.reset()
+    lin = nn.Linear(2, 2)
+
+    def step(x):
+        lin.to("cuda")
+        return lin(x.to("cuda"))
+
+    out = torch.compile(step, backend="eager")(torch.ones(2))
+    assert out.device == npu(0) and lin.weight.device == npu(0)
+    assert torch.equal(out, lin(torch.ones(2, device="cuda")))
+
+
+def test_dynamo_imported_after_the_migration():
+    # Dynamo's polyfill of torch._C._nn._parse_to is made at its import,
+    # from whatever is there: the migrated wrapper's original.
+    out = run_python(["-c", "import torch, transfer_to_npu, torch._dynamo\n"
+                      "from torch._dynamo.polyfills import torch_c_nn as p\n"
+                      "print(p._parse_to_polyfill.__torch_dynamo_original__\n"
+                      "      is torch._C._nn._parse_to.__wrapped__)"])
+    assert out.stdout.strip() == "True", out.stderr
 
 
 def test_compiled_checkpoint_replays_dropout():

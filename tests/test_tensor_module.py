@@ -69,6 +69,25 @@ def test_module_to_counts_only_rewrites():
     assert calls("torch.nn.Module.to") == before + 1
 
 
+def test_what_parses_module_to_arguments_gets_the_npu():
+    # Module.to hands its arguments to torch._C._nn._parse_to, and so do
+    # PackedSequence.to and overrides that keep the device they were sent
+    # to (Lightning's DeviceDtypeModuleMixin): all of them see the npu.
+    class Keeps(nn.Linear):
+        def to(self, *args, **kwargs):
+            self.kept = torch._C._nn._parse_to(*args, **kwargs)[0]
+            return super().to(*args, **kwargs)
+
+    m = Keeps(2, 2).to("cuda:0")
+    assert m.kept == npu(0) and m.weight.device == npu(0)
+    packed = nn.utils.rnn.pack_padded_sequence(torch.ones(3, 2, 1), [3, 2]).to("cuda")
+    assert packed.data.device == npu(0)
+    assert torch._C._nn._parse_to("cuda", torch.float16) == \
+        (torch.device("npu"), torch.float16, False, None)
+    # Module.to itself is torch's, unwrapped: help() and signature as ever.
+    assert nn.Module.to.__module__ == "torch.nn.modules.module"
+
+
 @pytest.mark.parametrize("name, args", [
     ("new_tensor", ([1.0, 2.0],)), ("new_empty", ((2,),)), ("new_zeros", ((2,),)),
     ("new_ones", ((2,),)), ("new_full", ((2,), 5.0)), ("new_empty_strided", ((2,), (1,))),

@@ -29,6 +29,7 @@ there, and ``torch.cuda.get_rng_state`` / ``set_rng_state`` are the npu's.
 import functools
 
 from .. import _C
+from . import _introspect
 from ._row import row
 
 
@@ -100,6 +101,17 @@ def _compile(torch, original, virtual):
     return compile
 
 
+def _substitute_in_graph(original_fn, *args, **kwargs):
+    """Dynamo's polyfills name torch's builtins as found at its import, a
+    migrated one (torch._C._nn._parse_to, which Module.to calls) as its
+    wrapper: the polyfill goes to the builtin wrapped, and a call of the
+    wrapper in a compiled region runs eagerly, migrated."""
+    from torch._dynamo import decorators
+
+    return _introspect.original(decorators.substitute_in_graph)(
+        _introspect.original(original_fn), *args, **kwargs)
+
+
 def _rng_device(original):
     @functools.wraps(original)
     def get_device(args, kwargs):
@@ -123,6 +135,10 @@ def rows(torch):
                 _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=()),
             row(source, target, "function", _C.MODE_REDIRECT, torch, "compile",
                 _compile(torch, torch.compile, virtual), kws=()),
+            row("torch._dynamo.decorators.substitute_in_graph",
+                "torch._dynamo.decorators.substitute_in_graph (a migrated builtin's original)",
+                "function", _C.MODE_REDIRECT, "torch._dynamo.decorators", "substitute_in_graph",
+                _substitute_in_graph, kws=()),
             row("torch._prims.rng_prims.get_device",
                 "npu as cuda (RNG state saved and restored through torch.cuda)", "function",
                 _C.MODE_REDIRECT, rng_prims, "get_device", _rng_device(rng_prims.get_device),

@@ -421,8 +421,8 @@ static PyObject *
 module_rebind(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *modules, *skip, *keep, *items = NULL, *result = NULL;
-    Py_ssize_t i, total = 0;
+    PyObject *modules, *skip, *keep, *items = NULL, *result = NULL, *name, *value;
+    Py_ssize_t i, pos = 0, total = 0;
     ttn_user_filter filter = {NULL, NULL, NULL, 0, 0};
 
     if (!PyArg_ParseTuple(args, "O!O!O!:rebind", &PyDict_Type, &modules, &PyFrozenSet_Type,
@@ -441,13 +441,13 @@ module_rebind(PyObject *module, PyObject *args)
     }
     filter.skip = skip;
     filter.keep = keep;
-    /* A snapshot: rebinding must not meet sys.modules changing under it. */
-    items = PyDict_Items(modules);
+    /* A snapshot: rebinding must not meet sys.modules changing under it.
+     * A copy of the dict, where a list of items would make a tuple per
+     * module (and a collection, at a thousand modules). */
+    items = PyDict_Copy(modules);
     if (items == NULL)
         goto exit;
-    for (i = 0; i < PyList_GET_SIZE(items); i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        PyObject *name = PyTuple_GET_ITEM(item, 0);
+    while (PyDict_Next(items, &pos, &name, &value)) {
         Py_ssize_t n;
         int r;
 
@@ -458,7 +458,7 @@ module_rebind(PyObject *module, PyObject *args)
             goto exit;
         if (r == 0)
             continue;
-        n = ttn_rebind(st, PyTuple_GET_ITEM(item, 1));
+        n = ttn_rebind(st, value);
         if (n < 0)
             goto exit;
         total += n;

@@ -8,6 +8,11 @@ process start.
 """
 
 import inspect
+import types
+
+from .. import _C
+
+_WRAPPERS = (_C.FunctionWrapper, _C.MethodWrapper)
 
 
 def op_takes_device(torch, name):
@@ -22,7 +27,14 @@ def op_takes_device(torch, name):
 def original(fn):
     """fn, or what it wraps when it is a migration wrapper: what torch's
     own code would have found there."""
-    return fn.__wrapped__ if hasattr(fn, "__npu_source__") else fn
+    return fn.__wrapped__ if isinstance(fn, _WRAPPERS) else fn
+
+
+def module_has(module, name):
+    """hasattr(module, name), without the AttributeError (formatted, then
+    dropped) of each name it lacks: the rules ask about hundreds."""
+    namespace = module.__dict__
+    return name in namespace or ("__getattr__" in namespace and hasattr(module, name))
 
 
 def class_original(obj, name):
@@ -36,6 +48,8 @@ def class_original(obj, name):
 
 
 def _code(fn):
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        return fn.__code__
     fn = inspect.unwrap(fn) if hasattr(fn, "__wrapped__") else fn
     return getattr(fn, "__code__", None)
 

@@ -4,7 +4,7 @@ torch.cuda.amp.X -> torch.npu.amp.X when the NPU has its own amp module."""
 import types
 
 from .. import _C
-from ._introspect import device_position
+from ._introspect import device_position, module_has
 from ._row import row
 
 
@@ -29,7 +29,7 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
     out = []
     # A device module may serve its data from a module __getattr__, outside dir().
     for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
-        if name.startswith("_") or not hasattr(cuda, name):
+        if name.startswith("_") or not module_has(cuda, name):
             continue
         target = getattr(npu, name)
         if name in DATA:

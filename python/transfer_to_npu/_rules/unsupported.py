@@ -20,7 +20,7 @@ import inspect
 import types
 
 from .. import _C
-from ._introspect import original
+from ._introspect import module_has, original
 from ._row import row
 
 # Deprecated torch.cuda names for functions the npu has under today's name.
@@ -105,19 +105,19 @@ def rows(torch):
     out = []
     listed = {}
     for name, target in ALIASES.items():
-        if hasattr(torch.cuda, name) and hasattr(npu, target):
+        if module_has(torch.cuda, name) and module_has(npu, target):
             out.append(row(f"torch.cuda.{name}", f"torch.npu.{target}", "function",
                            _C.MODE_REDIRECT, torch.cuda, name, getattr(npu, target)))
             listed[name] = True
     for name, (fn, why) in EXACT.items():
-        if hasattr(torch.cuda, name) and not hasattr(npu, name):
+        if module_has(torch.cuda, name) and not module_has(npu, name):
             out.append(row(f"torch.cuda.{name}", why, "function", _C.MODE_REDIRECT, torch.cuda,
                            name, fn))
             listed[name] = True
     for table, stand_in in ((NOOP, True), (ERROR, False)):
         for dotted, value in table.items():
             owner_path, name = _lookup(torch, dotted)
-            if owner_path is None or (("." not in dotted) and hasattr(npu, dotted)):
+            if owner_path is None or (("." not in dotted) and module_has(npu, dotted)):
                 continue
             fn, why = value if stand_in else (None, value)
             out.append(row(f"torch.cuda.{dotted}", why, "unsupported", _C.MODE_UNSUPPORTED,
@@ -126,7 +126,7 @@ def rows(torch):
     # Every other torch.cuda function the npu lacks.
     for name in sorted(dir(torch.cuda)):
         obj = getattr(torch.cuda, name)
-        if (name.startswith("_") or name in listed or hasattr(npu, name)
+        if (name.startswith("_") or name in listed or module_has(npu, name)
                 or isinstance(obj, (type, types.ModuleType)) or not _is_cuda_function(obj)):
             continue
         out.append(row(f"torch.cuda.{name}", DEFAULT_REASON, "unsupported",

@@ -203,6 +203,7 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
             (device_objects ? TTN_DEVARG_OBJECTS : 0) | (current_index ? TTN_DEVARG_CURRENT : 0));
         break;
     case TTN_MODE_REDIRECT:
+    case TTN_MODE_HOOK:
         replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
                                       device_kws, NULL, 0);
         break;
@@ -639,6 +640,7 @@ module_exec(PyObject *module)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_HOOK", TTN_MODE_HOOK) < 0 ||
         PyModule_AddIntConstant(module, "MODE_BACKEND", TTN_MODE_BACKEND) < 0 ||
         PyModule_AddIntConstant(module, "MODE_ATTRIBUTE", TTN_MODE_ATTRIBUTE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_CONSTRUCTOR", TTN_MODE_CONSTRUCTOR) < 0 ||

@@ -38,7 +38,9 @@ enum ttn_mode {
     TTN_MODE_UNSUPPORTED = 7, /* no NPU counterpart: warn per call site, then run a
                                * stand-in or raise */
     TTN_MODE_ARG_REPLACE = 8, /* a positional argument replaced by a constant (user rules) */
-    TTN_MODE_CLASS_DEVICE = 9 /* a C class's construction with a device (torch.Stream) */
+    TTN_MODE_CLASS_DEVICE = 9, /* a C class's construction with a device (torch.Stream) */
+    TTN_MODE_HOOK = 10         /* another callable, for torch's own use (its polyfill registry):
+                                * not a migration, so never counted or logged */
 };
 
 /* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */

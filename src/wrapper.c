@@ -437,7 +437,7 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
      * a device defined in Python answers 0. */
     self->current = mode == TTN_MODE_DEVICE_ARG && (devarg_flags & TTN_DEVARG_CURRENT) != 0;
     /* Those are the callables that make tensors (the factories,
-     * Tensor.new_*; Tensor.to and Module.to take no pin_memory), and the
+     * Tensor.new_*; Tensor.to and Module.to's _parse_to take no pin_memory), and the
      * virtual NPU, a device defined in Python, has no pinned allocator for
      * torch to ask: the backend pins instead (pin_made). */
     self->pins = self->current && st->pin_made != NULL;
@@ -589,10 +589,15 @@ Wrapper_copy(PyObject *self, PyObject *unused)
     return Py_NewRef(self);
 }
 
+/* Pickled by reference, to be resolved at loading: a builtin of a module
+ * by where it lives ("torch._C._nn:_parse_to", which a row names for the
+ * API that calls it, Module.to), anything else by its row's source. */
 static PyObject *
 Wrapper_reduce(WrapperObject *self, PyObject *unused)
 {
-    PyObject *pkgutil = NULL, *resolve = NULL, *result = NULL;
+    PyObject *pkgutil = NULL, *resolve = NULL, *where = NULL, *result = NULL;
+    PyObject *owner = PyCFunction_Check(self->wrapped) ? PyCFunction_GET_SELF(self->wrapped)
+                                                       : NULL;
 
     (void)unused;
     pkgutil = PyImport_ImportModule("pkgutil");
@@ -601,11 +606,26 @@ Wrapper_reduce(WrapperObject *self, PyObject *unused)
     resolve = PyObject_GetAttrString(pkgutil, "resolve_name");
     if (resolve == NULL)
         goto exit;
-    result = Py_BuildValue("(O(s))", resolve, self->entry->source);
+    if (owner != NULL && PyModule_Check(owner)) {
+        PyObject *module_name = PyModule_GetNameObject(owner);
+        PyObject *name = module_name == NULL ? NULL
+                                             : PyObject_GetAttrString(self->wrapped, "__name__");
+
+        if (name != NULL)
+            where = PyUnicode_FromFormat("%U:%U", module_name, name);
+        Py_XDECREF(module_name);
+        Py_XDECREF(name);
+    }
+    else
+        where = PyUnicode_FromString(self->entry->source);
+    if (where == NULL)
+        goto exit;
+    result = Py_BuildValue("(O(O))", resolve, where);
 
 exit:
     Py_XDECREF(pkgutil);
     Py_XDECREF(resolve);
+    Py_XDECREF(where);
     return result;
 }
 

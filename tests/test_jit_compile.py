@@ -143,12 +143,16 @@ def test_module_to_inside_a_compiled_region():
 
 def test_dynamo_imported_after_the_migration():
     # Dynamo's polyfill of torch._C._nn._parse_to is made at its import,
-    # from whatever is there: the migrated wrapper's original.
+    # from whatever is there: the migrated wrapper's original.  Torch's own
+    # registrations are no migration of the user's: none logged or counted.
     out = run_python(["-c", "import torch, transfer_to_npu, torch._dynamo\n"
                       "from torch._dynamo.polyfills import torch_c_nn as p\n"
                       "print(p._parse_to_polyfill.__torch_dynamo_original__\n"
-                      "      is torch._C._nn._parse_to.__wrapped__)"])
-    assert out.stdout.strip() == "True", out.stderr
+                      "      is torch._C._nn._parse_to.__wrapped__,\n"
+                      "      sum(m['calls'] for m in transfer_to_npu.mappings()))"],
+                     env={"TRANSFER_TO_NPU_LOG": "2"})
+    assert out.stdout.split() == ["True", "0"], out.stderr
+    assert "substitute_in_graph" not in out.stderr
 
 
 def test_compiled_checkpoint_replays_dropout():

@@ -278,3 +278,6 @@ def test_wrappers_copy_and_pickle_like_the_functions_they_stand_for():
     assert copy.deepcopy({"f": torch.zeros, "g": torch.cuda.synchronize})["f"] is torch.zeros
     assert pickle.loads(pickle.dumps(torch.zeros)) is torch.zeros
     assert pickle.loads(pickle.dumps(torch.cuda.synchronize)) is torch.cuda.synchronize
+    # A builtin migrated for the API that calls it (Module.to's parser).
+    parse_to = torch._C._nn._parse_to
+    assert pickle.loads(pickle.dumps(parse_to)) is parse_to is not torch.nn.Module.to

@@ -24,6 +24,12 @@ around dropout) are run by torch between a save and a restore of the RNG
 state of their device, through the module of that device, known to torch
 for CUDA and the CPU only: an npu tensor's device is answered as "cuda"
 there, and ``torch.cuda.get_rng_state`` / ``set_rng_state`` are the npu's.
+
+Dynamo makes its polyfills of torch's builtins at its import, from what
+torch holds then; the one of ``torch._C._nn._parse_to`` (Module.to's
+parser, migrated) is made for the builtin the wrapper wraps, so that
+dynamo imports after enable() and a compiled ``model.to('cuda')`` runs
+eagerly, migrated.
 """
 
 import functools
@@ -104,7 +110,8 @@ def _compile(torch, original, virtual):
 def _substitute_in_graph(original_fn, *args, **kwargs):
     """Dynamo's polyfills name torch's builtins as found at its import, a
     migrated one (torch._C._nn._parse_to, which Module.to calls) as its
-    wrapper: the polyfill goes to the builtin wrapped, and a call of the
+    wrapper, which it refuses (not a function: importing dynamo would
+    fail).  The polyfill goes to the builtin wrapped, and a call of the
     wrapper in a compiled region runs eagerly, migrated."""
     from torch._dynamo import decorators
 
@@ -135,9 +142,10 @@ def rows(torch):
                 _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=()),
             row(source, target, "function", _C.MODE_REDIRECT, torch, "compile",
                 _compile(torch, torch.compile, virtual), kws=()),
+            # Torch's own use, not the user's: never counted or logged.
             row("torch._dynamo.decorators.substitute_in_graph",
                 "torch._dynamo.decorators.substitute_in_graph (a migrated builtin's original)",
-                "function", _C.MODE_REDIRECT, "torch._dynamo.decorators", "substitute_in_graph",
+                "function", _C.MODE_HOOK, "torch._dynamo.decorators", "substitute_in_graph",
                 _substitute_in_graph, kws=()),
             row("torch._prims.rng_prims.get_device",
                 "npu as cuda (RNG state saved and restored through torch.cuda)", "function",

@@ -23,10 +23,11 @@ def rows(torch):
             pos=1, binds=True, device_objects=True, current_index=True),
         row("torch.nn.Module.cuda", "torch.nn.Module.npu", "method", _C.MODE_REDIRECT, M,
             "cuda", M.npu, 1, True),
-        # Module.to (and PackedSequence.to, and Lightning's override) hand
-        # their arguments to this builtin, looked up at every call: patched
-        # there, Module.to stays torch's Python function, run in its
-        # caller's frame, and any other reader of its arguments gets the npu.
+        # Module.to (and overrides that keep the device, as Lightning's
+        # does) hand their arguments to this builtin, looked up at every
+        # call: patched there, Module.to stays torch's Python function, run
+        # in its caller's frame, and any other reader of the device gets
+        # the npu.
         row("torch.nn.Module.to", "torch.nn.Module.to", "device_arg", _C.MODE_DEVICE_ARG,
             torch._C._nn, "_parse_to", pos=0, device_objects=True, current_index=True),
     ]

@@ -13,8 +13,8 @@ import torch
 def impl(lib, name, make, key):
     """Register ``make()`` as ``lib``'s kernel of op ``name`` for ``key``,
     unless the op has one for it already."""
-    # The key as torch's enum: given a str, the binding parses it through a
-    # failed cast first (some 14,000 instructions).
+    # The key as torch's enum: given a str, the binding first tries a cast
+    # that fails, which costs more than the lookup itself.
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{lib.ns}::{name}",
                                                           getattr(torch._C.DispatchKey, key)):
         lib.impl(name, make(), key)

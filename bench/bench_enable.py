@@ -14,8 +14,8 @@
   extension, and enable()'s own work;
 * both with the log and the report off, the report on, and the log on;
   with the cache of the package's compiled modules empty; and with no cache
-  at all (neither that one nor that of what is learnt from torch once per
-  build);
+  at all (neither that one nor those of what is learnt from torch once per
+  build: the mapping table and the facts the rules and the backend read);
 * the per-call cost of a rewritten call in the same three settings.
 """
 import glob
@@ -75,8 +75,9 @@ def run(code, env=None):
     return json.loads(out.strip().splitlines()[-1])
 
 
-# Stands for a cache directory with the facts learnt from torch and without
-# the package's compiled code (facts_only_cache()).
+# Stands for a cache directory with the facts learnt from torch (the mapping
+# table among them) and without the package's compiled code
+# (facts_only_cache()).
 FACTS_ONLY = "<facts only>"
 
 MODES = [
@@ -90,7 +91,8 @@ MODES = [
 
 
 def facts_only_cache():
-    """A cache directory where a first run has learnt the facts, and whose
+    """A cache directory where a first run has learnt the facts and kept the
+    mapping table, and whose
     code cache can be neither read nor written (its file's name is taken by
     a directory): every module is imported from its file, as without the
     code cache, plus the finder's look at each."""
@@ -200,10 +202,10 @@ def main():
     print(f"the patcher's steps in it (log and report off, median of {RUNS}, ms): "
           + ", ".join(f"{step} {statistics.median(r['steps'][step] for r in off) * 1e3:.2f}"
                       for step in off[0]["steps"]))
-    print(" (warm: torch's cache of its factories filled before the patches; rows: the\n"
-          " table derived from torch; install: the C core patching; after_enable:\n"
-          " TorchScript's builtins; rebind: the user's modules rescanned; the rest of the\n"
-          " patcher's time is importing the package's modules and loading the extension)")
+    print(" (rows: the mapping table read from its cache; install: the C core patching;\n"
+          " after_enable: TorchScript's builtins; rebind: the user's modules rescanned; the\n"
+          " rest of the patcher's time is importing the package's modules and loading the\n"
+          " extension)")
     parts = import_parts()
     print(f"its parts (log and report off, median of {RUNS}; timing them adds to the total):")
     print(f"  importlib's work for the package's {parts['modules']:.0f} modules "

@@ -25,6 +25,8 @@ typedef struct {
     PyObject *module; /* strong while installed: keeps the state below alive */
     ttn_state *state; /* NULL while not installed */
     PyTypeObject *npu_class; /* strong, or NULL: torch's own objects serve */
+    PyObject *npu_ref;       /* where npu_class is found, at its first use (its module
+                              * loads then); NULL once found or when there is none */
     ttn_entry *entry;
     /* Kept after restore, for good: a subclass made while patched keeps
      * class_new as its slot, and a call already inside class_new (another
@@ -76,6 +78,52 @@ names_npu(ttn_state *st, PyObject *dev)
     return 0;
 }
 
+/* Whether cls can make type's npu objects (the row's class must derive
+ * from type); -1 with an error set when it cannot. */
+static int
+check_npu_class(ttn_entry *entry, PyTypeObject *type, PyObject *cls)
+{
+    if (PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, type))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: the npu's class must derive from it, got %R",
+                 entry->source, cls);
+    return -1;
+}
+
+/* The class that makes the npu's objects (a new reference), found at its
+ * first use when the row names it; NULL with an error set. */
+static PyTypeObject *
+npu_class_of(ttn_class_ctor *rec)
+{
+    ttn_state *st = rec->state;
+    PyObject *ref, *found;
+
+    if (rec->npu_class != NULL)
+        return (PyTypeObject *)Py_NewRef(rec->npu_class);
+    if (rec->npu_ref == NULL || st == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: migration was disabled meanwhile",
+                     rec->type->tp_name);
+        return NULL;
+    }
+    /* Resolving runs Python code, which may disable (and clear the
+     * record): what it needs is held, and the record is filled only if it
+     * is still this state's. */
+    ref = Py_NewRef(rec->npu_ref);
+    found = ttn_resolve_ref(st, ref, (PyObject *)rec->type);
+    Py_DECREF(ref);
+    if (found == NULL)
+        return NULL;
+    if (check_npu_class(rec->entry, rec->type, found) < 0) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    if (rec->state == st && rec->npu_class == NULL) {
+        rec->npu_class = (PyTypeObject *)Py_NewRef(found);
+        Py_CLEAR(rec->npu_ref);
+    }
+    return (PyTypeObject *)found;
+}
+
 static PyObject *
 class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -123,13 +171,15 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     /* A subclass (the user's, or the npu's own calling up) is only
      * migrated. */
-    if (rec->npu_class != NULL && type == rec->type) {
+    if ((rec->npu_class != NULL || rec->npu_ref != NULL) && type == rec->type) {
         r = names_npu(st, dev);
         if (r < 0)
             goto exit;
         if (r) {
             /* Held: its __new__ runs Python code, which may disable. */
-            npu_class = (PyTypeObject *)Py_NewRef(rec->npu_class);
+            npu_class = npu_class_of(rec);
+            if (npu_class == NULL)
+                goto exit;
             /* Only made here: type_call initialises what this returns. */
             result = npu_class->tp_new(npu_class, args, kwds);
             goto exit;
@@ -181,7 +231,7 @@ exit:
 
 int
 ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyObject *npu_class,
-                       ttn_entry *entry)
+                       PyObject *npu_ref, ttn_entry *entry)
 {
     ttn_class_ctor *rec = NULL;
     int i;
@@ -190,12 +240,8 @@ ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyOb
         PyErr_Format(PyExc_TypeError, "%s has no constructor to patch", entry->source);
         return -1;
     }
-    if (npu_class != NULL &&
-        (!PyType_Check(npu_class) || !PyType_IsSubtype((PyTypeObject *)npu_class, type))) {
-        PyErr_Format(PyExc_TypeError, "%s: the npu's class must derive from it, got %R",
-                     entry->source, npu_class);
+    if (npu_class != NULL && check_npu_class(entry, type, npu_class) < 0)
         return -1;
-    }
     for (i = 0; i < TTN_CLASS_CTORS && rec == NULL; i++)
         if (installed[i].type == type || installed[i].type == NULL)
             rec = &installed[i];
@@ -221,6 +267,7 @@ ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyOb
     rec->module = Py_NewRef(module);
     rec->state = st;
     rec->npu_class = (PyTypeObject *)Py_XNewRef(npu_class);
+    rec->npu_ref = Py_XNewRef(npu_ref);
     rec->entry = entry;
     /* A type's own vectorcall would bypass tp_new: route calls through
      * tp_call -> tp_new while patched. */
@@ -250,6 +297,7 @@ ttn_class_ctor_restore(ttn_state *st)
             PyErr_WriteUnraisable((PyObject *)rec->type);
         rec->state = NULL;
         Py_CLEAR(rec->npu_class);
+        Py_CLEAR(rec->npu_ref);
         Py_CLEAR(rec->module);
     }
     PyErr_Restore(type, value, tb);

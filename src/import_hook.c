@@ -17,27 +17,27 @@
 /* Resolve "package.module[:attr.path]": 1 and the object when the module is
  * imported, 0 when it is not yet (the module's name is returned either
  * way), -1 on error (an attribute path that does not resolve raises
- * AttributeError). */
+ * AttributeError).  A path names torch's own objects, so a wrapper of ours
+ * met on the way (GradScaler.__init__, whose defaults a row replaces) is
+ * looked through. */
 int
-ttn_resolve_owner(PyObject *spec, PyObject **owner, PyObject **module_name)
+ttn_resolve_owner(ttn_state *st, PyObject *spec, PyObject **owner, PyObject **module_name)
 {
-    PyObject *parts = NULL, *modname = NULL, *obj = NULL, *path = NULL;
-    Py_ssize_t i;
+    PyObject *modname = NULL, *obj = NULL, *part;
+    Py_ssize_t len, colon, start, dot;
     int rc = -1;
 
     *owner = NULL;
     *module_name = NULL;
-    {
-        PyObject *colon = PyUnicode_FromString(":");
-
-        if (colon == NULL)
-            goto exit;
-        parts = PyUnicode_Split(spec, colon, 1);
-        Py_DECREF(colon);
-    }
-    if (parts == NULL)
+    if (PyUnicode_READY(spec) < 0)
         goto exit;
-    modname = Py_NewRef(PyList_GET_ITEM(parts, 0));
+    len = PyUnicode_GET_LENGTH(spec);
+    colon = PyUnicode_FindChar(spec, ':', 0, len, 1);
+    if (colon == -2)
+        goto exit;
+    modname = colon < 0 ? Py_NewRef(spec) : PyUnicode_Substring(spec, 0, colon);
+    if (modname == NULL)
+        goto exit;
     obj = PyDict_GetItemWithError(PyImport_GetModuleDict(), modname);
     if (obj == NULL) {
         if (PyErr_Occurred())
@@ -48,19 +48,20 @@ ttn_resolve_owner(PyObject *spec, PyObject **owner, PyObject **module_name)
         goto exit;
     }
     Py_INCREF(obj);
-    if (PyList_GET_SIZE(parts) > 1) {
-        PyObject *dot = PyUnicode_FromString(".");
-
-        if (dot == NULL)
+    for (start = colon + 1; colon >= 0; start = dot + 1) {
+        dot = PyUnicode_FindChar(spec, '.', start, len, 1);
+        if (dot == -2)
             goto exit;
-        path = PyUnicode_Split(PyList_GET_ITEM(parts, 1), dot, -1);
-        Py_DECREF(dot);
-        if (path == NULL)
+        part = PyUnicode_Substring(spec, start, dot < 0 ? len : dot);
+        if (part == NULL)
             goto exit;
-        for (i = 0; i < PyList_GET_SIZE(path); i++)
-            Py_SETREF(obj, PyObject_GetAttr(obj, PyList_GET_ITEM(path, i)));
+        Py_SETREF(obj, PyObject_GetAttr(obj, part));
+        Py_DECREF(part);
         if (obj == NULL)
             goto exit;
+        Py_SETREF(obj, Py_NewRef(ttn_unwrap(st, obj)));
+        if (dot < 0)
+            break;
     }
     *owner = obj;
     obj = NULL;
@@ -68,10 +69,8 @@ ttn_resolve_owner(PyObject *spec, PyObject **owner, PyObject **module_name)
     rc = 1;
 
 exit:
-    Py_XDECREF(parts);
     Py_XDECREF(modname);
     Py_XDECREF(obj);
-    Py_XDECREF(path);
     return rc;
 }
 

@@ -12,21 +12,37 @@ ttn_get_state(PyObject *module)
 
 /* ------------------------------------------------------------------------- */
 
-/* The wrapper this module made around `obj`, unwrapped: enabling twice, or
- * over a reference kept from an earlier enable, never wraps a wrapper. */
-static PyObject *
-unwrap(ttn_state *st, PyObject *obj)
+/* What a row's reference names: "module:attr.path", or "module:factory()"
+ * for what factory(original) makes (a rule's function around torch's).  A
+ * new reference, or NULL with an error set. */
+PyObject *
+ttn_resolve_ref(ttn_state *st, PyObject *ref, PyObject *original)
 {
-    PyTypeObject *t = Py_TYPE(obj);
-
-    if (t == st->function_type || t == st->method_type || t == st->attribute_type) {
-        PyObject *inner = PyObject_GetAttrString(obj, "__wrapped__");
-
-        if (inner != NULL)
-            Py_DECREF(inner); /* still held by obj */
-        return inner;
+    if (st->resolver == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "cannot resolve %R: enable() was given no resolver",
+                     ref);
+        return NULL;
     }
-    return obj;
+    return PyObject_CallFunctionObjArgs(st->resolver, ref, original, NULL);
+}
+
+/* Whether a row's target, in this mode, is a reference rather than the
+ * object: a str, where the object would be a callable, a class or a
+ * replacing value (an attribute row's str is a name, an argument's a
+ * value). */
+static int
+is_ref(int mode, PyObject *target_obj)
+{
+    switch (mode) {
+    case TTN_MODE_REDIRECT:
+    case TTN_MODE_HOOK:
+    case TTN_MODE_UNSUPPORTED:
+    case TTN_MODE_REPLACE:
+    case TTN_MODE_CLASS_DEVICE:
+        return PyUnicode_Check(target_obj);
+    default:
+        return 0;
+    }
 }
 
 /* The keyword names of a row, interned so that wrappers compare them by
@@ -84,7 +100,77 @@ exit:
     return rc;
 }
 
-static int install_row(PyObject *module, ttn_state *st, PyObject *row);
+/* The owner the last row named by path: rows come grouped by owner (the
+ * factories of torch, the functions of torch.cuda), whose path, interned in
+ * the table, is then the same object. */
+typedef struct {
+    PyObject *spec;  /* strong, or NULL */
+    PyObject *owner; /* strong: what spec resolved to */
+} ttn_owner_memo;
+
+static void
+owner_memo_clear(ttn_owner_memo *memo)
+{
+    Py_CLEAR(memo->spec);
+    Py_CLEAR(memo->owner);
+}
+
+static int install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo);
+
+/* Field i of a table row as UTF-8 (a str without NULs), or NULL with an
+ * error naming the field.  Read in place: a row is hundreds of fields an
+ * import, and PyArg_ParseTuple's generic conversion cost it more than the
+ * rest of installing it. */
+static const char *
+row_str(PyObject *row, Py_ssize_t i)
+{
+    PyObject *v = PyTuple_GET_ITEM(row, i);
+    const char *s;
+    Py_ssize_t n;
+
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "table row field %zd must be str, not %.100s", i,
+                     Py_TYPE(v)->tp_name);
+        return NULL;
+    }
+    s = PyUnicode_AsUTF8AndSize(v, &n);
+    if (s != NULL && (size_t)n != strlen(s)) {
+        PyErr_Format(PyExc_ValueError, "table row field %zd holds a NUL", i);
+        return NULL;
+    }
+    return s;
+}
+
+/* Field i of a table row as an int (mode, pos): -1 with an error set on
+ * failure, which no valid field is but pos, checked by the caller. */
+static int
+row_int(PyObject *row, Py_ssize_t i, int *out)
+{
+    PyObject *v = PyTuple_GET_ITEM(row, i);
+    long value;
+
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "table row field %zd must be int, not %.100s", i,
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    value = PyLong_AsLong(v);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (value < INT_MIN || value > INT_MAX) {
+        PyErr_Format(PyExc_OverflowError, "table row field %zd is out of range", i);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+/* Field i of a table row as a truth value, 0 when the row stops before. */
+static int
+row_flag(PyObject *row, Py_ssize_t i)
+{
+    return i < PyTuple_GET_SIZE(row) ? PyObject_IsTrue(PyTuple_GET_ITEM(row, i)) : 0;
+}
 
 /* Install one row of the table:
  *   (source, target, kind, mode, owner, name, target_obj, pos, binds, kws[,
@@ -93,23 +179,44 @@ static int install_row(PyObject *module, ttn_state *st, PyObject *row);
  * says that torch parses them as a torch.device, and current_index that an
  * index-less device gets the current device's index (see _row.py). */
 static int
-install_row(PyObject *module, ttn_state *st, PyObject *row)
+install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo)
 {
     const char *source, *target, *kind;
     PyObject *owner, *name, *target_obj, *kws, *original = NULL, *replacement = NULL;
-    PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL;
+    PyObject *device_kws = NULL, *resolved = NULL, *modname = NULL, *target_ref = NULL;
+    PyObject *found = NULL;
     PyObject *inner = NULL; /* borrowed from original */
     int mode, pos, binds, device_objects = 0, current_index = 0, rc = -1;
     ttn_entry *entry;
 
-    if (!PyArg_ParseTuple(row, "sssiOUOipO|pp:table row", &source, &target, &kind, &mode,
-                          &owner, &name, &target_obj, &pos, &binds, &kws, &device_objects,
-                          &current_index))
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 10 || PyTuple_GET_SIZE(row) > 12) {
+        PyErr_Format(PyExc_TypeError, "a table row is a tuple of 10 to 12 fields, not %R", row);
         goto exit;
-    if (PyUnicode_Check(owner)) {
+    }
+    source = row_str(row, 0);
+    target = source == NULL ? NULL : row_str(row, 1);
+    kind = target == NULL ? NULL : row_str(row, 2);
+    if (kind == NULL || row_int(row, 3, &mode) < 0 || row_int(row, 7, &pos) < 0)
+        goto exit;
+    owner = PyTuple_GET_ITEM(row, 4);
+    name = PyTuple_GET_ITEM(row, 5);
+    target_obj = PyTuple_GET_ITEM(row, 6);
+    kws = PyTuple_GET_ITEM(row, 9);
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "%s: the attribute name must be str, not %.100s", source,
+                     Py_TYPE(name)->tp_name);
+        goto exit;
+    }
+    if ((binds = row_flag(row, 8)) < 0 || (device_objects = row_flag(row, 10)) < 0 ||
+        (current_index = row_flag(row, 11)) < 0)
+        goto exit;
+    if (PyUnicode_Check(owner) && memo != NULL && owner == memo->spec)
+        owner = resolved = Py_NewRef(memo->owner);
+    else if (PyUnicode_Check(owner)) {
         /* An owner named by path: resolved now, or when its module is
          * imported. */
-        int r = ttn_resolve_owner(owner, &resolved, &modname);
+        PyObject *spec = owner;
+        int r = ttn_resolve_owner(st, spec, &resolved, &modname);
 
         if (r < 0) {
             if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
@@ -129,6 +236,10 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
             goto exit;
         }
         owner = resolved;
+        if (memo != NULL) {
+            Py_XSETREF(memo->spec, Py_NewRef(spec));
+            Py_XSETREF(memo->owner, Py_NewRef(resolved));
+        }
     }
     device_kws = interned_names(kws);
     if (device_kws == NULL)
@@ -160,6 +271,19 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
         if (original == NULL)
             goto exit;
     }
+    if (is_ref(mode, target_obj)) {
+        /* A wrapper and a constructor find their target at its first use;
+         * a value put in place is needed now (before the row has an entry:
+         * a row that fails leaves the table as it was). */
+        target_ref = target_obj;
+        if (mode == TTN_MODE_REPLACE) {
+            found = ttn_resolve_ref(st, target_ref, original);
+            if (found == NULL)
+                goto exit;
+            target_obj = found;
+            target_ref = NULL;
+        }
+    }
     entry = ttn_table_add(&st->table, source, target, kind, NULL);
     if (entry == NULL) {
         PyErr_NoMemory();
@@ -179,8 +303,9 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
             PyErr_Format(PyExc_TypeError, "%s is not a class", source);
             goto exit;
         }
-        rc = ttn_class_ctor_install(module, st, (PyTypeObject *)original,
-                                    target_obj == Py_None ? NULL : target_obj, entry);
+        rc = ttn_class_ctor_install(
+            module, st, (PyTypeObject *)original,
+            target_ref != NULL || target_obj == Py_None ? NULL : target_obj, target_ref, entry);
         goto exit;
     }
     /* One original, one replacement: a function bound under several names
@@ -193,29 +318,32 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     }
     /* Every mode but REPLACE wraps the original itself, never a wrapper
      * left by an earlier enable. */
-    if (mode != TTN_MODE_REPLACE && (inner = unwrap(st, original)) == NULL)
-        goto exit;
+    if (mode != TTN_MODE_REPLACE)
+        inner = ttn_unwrap(st, original);
     switch (mode) {
     case TTN_MODE_DEVICE_ARG:
     case TTN_MODE_BACKEND:
         replacement = ttn_wrapper_new(
-            st, binds, inner, inner, entry, mode, pos, device_kws, NULL,
+            st, binds, inner, inner, NULL, entry, mode, pos, device_kws, NULL,
             (device_objects ? TTN_DEVARG_OBJECTS : 0) | (current_index ? TTN_DEVARG_CURRENT : 0));
         break;
     case TTN_MODE_REDIRECT:
     case TTN_MODE_HOOK:
-        replacement = ttn_wrapper_new(st, binds, inner, target_obj, entry, mode, pos,
-                                      device_kws, NULL, 0);
+        replacement = ttn_wrapper_new(st, binds, inner, target_ref == NULL ? target_obj : NULL,
+                                      target_ref, entry, mode, pos, device_kws, NULL, 0);
         break;
     case TTN_MODE_UNSUPPORTED:
         /* The stand-in, or the original itself (kept for isinstance) when
          * calling it must fail. */
-        replacement = ttn_wrapper_new(st, binds, inner, target_obj == Py_None ? inner : target_obj,
-                                      entry, mode, -1, device_kws, NULL, 0);
+        replacement = ttn_wrapper_new(st, binds, inner,
+                                      target_ref != NULL     ? NULL
+                                      : target_obj == Py_None ? inner
+                                                              : target_obj,
+                                      target_ref, entry, mode, -1, device_kws, NULL, 0);
         break;
     case TTN_MODE_ARG_REPLACE:
-        replacement = ttn_wrapper_new(st, binds, inner, inner, entry, mode, pos, device_kws,
-                                      target_obj, 0);
+        replacement = ttn_wrapper_new(st, binds, inner, inner, NULL, entry, mode, pos,
+                                      device_kws, target_obj, 0);
         break;
     case TTN_MODE_ATTRIBUTE:
         if (!PyUnicode_Check(target_obj)) {
@@ -246,6 +374,7 @@ install_row(PyObject *module, ttn_state *st, PyObject *row)
     rc = ttn_patch_apply(st, owner, name, replacement);
 
 exit:
+    Py_XDECREF(found);
     Py_XDECREF(resolved);
     Py_XDECREF(modname);
     Py_XDECREF(device_kws);
@@ -268,7 +397,7 @@ ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name)
     if (PyDict_DelItem(st->deferred, name) < 0)
         goto exit;
     for (i = 0; i < PyList_GET_SIZE(rows); i++)
-        if (install_row(module, st, PyList_GET_ITEM(rows, i)) < 0)
+        if (install_row(module, st, PyList_GET_ITEM(rows, i), NULL) < 0)
             goto exit;
     rc = 0;
 
@@ -301,19 +430,27 @@ uninstall(ttn_state *st)
 }
 
 static PyObject *
-module_enable(PyObject *module, PyObject *rows)
+module_enable(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *seq = NULL, *result = NULL;
+    PyObject *rows, *resolver = Py_None, *seq = NULL, *result = NULL;
+    ttn_owner_memo memo = {NULL, NULL};
     Py_ssize_t i;
 
+    if (!PyArg_ParseTuple(args, "O|O:enable", &rows, &resolver))
+        return NULL;
     if (st->enabled)
         Py_RETURN_NONE;
+    if (resolver != Py_None && !PyCallable_Check(resolver)) {
+        PyErr_Format(PyExc_TypeError, "enable(): resolver must be callable, not %R", resolver);
+        return NULL;
+    }
+    Py_XSETREF(st->resolver, resolver == Py_None ? NULL : Py_NewRef(resolver));
     seq = PySequence_Fast(rows, "enable() takes a sequence of table rows");
     if (seq == NULL)
         goto exit;
     for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        if (install_row(module, st, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+        if (install_row(module, st, PySequence_Fast_GET_ITEM(seq, i), &memo) < 0) {
             /* All or nothing: never leave torch half patched. */
             PyObject *type, *value, *tb;
 
@@ -339,6 +476,7 @@ module_enable(PyObject *module, PyObject *rows)
     result = Py_NewRef(Py_None);
 
 exit:
+    owner_memo_clear(&memo);
     Py_XDECREF(seq);
     return result;
 }
@@ -353,13 +491,32 @@ module_disable(PyObject *module, PyObject *unused)
 }
 
 /* The part of a module name before its first dot: its length, or -1 with
- * an error set. */
+ * an error set.  Rebinding asks this of every name in sys.modules: an
+ * ASCII name is read in place. */
 static Py_ssize_t
 top_length(PyObject *name)
 {
-    Py_ssize_t len = PyUnicode_GET_LENGTH(name), dot = PyUnicode_FindChar(name, '.', 0, len, 1);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(name), dot;
 
+    if (PyUnicode_IS_COMPACT_ASCII(name)) {
+        const char *s = (const char *)PyUnicode_DATA(name), *found = memchr(s, '.', (size_t)len);
+
+        return found == NULL ? len : found - s;
+    }
+    dot = PyUnicode_FindChar(name, '.', 0, len, 1);
     return dot == -2 ? -1 : dot == -1 ? len : dot;
+}
+
+/* Whether name starts with prefix: 1, 0, or -1 with an error set. */
+static int
+starts_with(PyObject *name, PyObject *prefix)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(prefix);
+
+    if (PyUnicode_IS_COMPACT_ASCII(name) && PyUnicode_IS_COMPACT_ASCII(prefix))
+        return PyUnicode_GET_LENGTH(name) >= n &&
+               memcmp(PyUnicode_DATA(name), PyUnicode_DATA(prefix), (size_t)n) == 0;
+    return (int)PyUnicode_Tailmatch(name, prefix, 0, PyUnicode_GET_LENGTH(name), -1);
 }
 
 /* Whether two names begin with the same n characters. */
@@ -387,15 +544,14 @@ typedef struct {
 static int
 may_bind_names(ttn_user_filter *f, PyObject *name)
 {
-    Py_ssize_t i, len, top;
+    Py_ssize_t i, top;
     PyObject *package;
     int r;
 
     if (PyUnicode_READY(name) < 0)
         return -1;
-    len = PyUnicode_GET_LENGTH(name);
     for (i = 0; i < PyTuple_GET_SIZE(f->keep); i++) {
-        Py_ssize_t match = PyUnicode_Tailmatch(name, PyTuple_GET_ITEM(f->keep, i), 0, len, -1);
+        int match = starts_with(name, PyTuple_GET_ITEM(f->keep, i));
 
         if (match != 0)
             return match < 0 ? -1 : 1;
@@ -471,6 +627,84 @@ exit:
     return result;
 }
 
+/* The wrappers installed: what has to know them (TorchScript's table of
+ * builtins, dynamo) finds what each stands for in its __wrapped__. */
+static PyObject *
+module_installed(PyObject *module, PyObject *unused)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *list;
+    const ttn_ptrmap_item *item;
+    Py_ssize_t i = 0;
+
+    (void)unused;
+    list = PyList_New((Py_ssize_t)ttn_ptrmap_count(&st->replacements));
+    if (list == NULL)
+        return NULL;
+    for (item = st->replacements.items; item != NULL; item = item->hh.next)
+        PyList_SET_ITEM(list, i++, Py_NewRef((PyObject *)item->value));
+    return list;
+}
+
+/* alias_installed(table, pairs): for each installed wrapper whose
+ * original's id() is a key of `table`, the wrapper's id() gets the same
+ * value, and (wrapper, value) is appended to `pairs`, which keeps the
+ * wrapper alive so that its id stays its own.  TorchScript knows torch's
+ * builtins this way (torch.jit._builtins); a loop in Python over every
+ * wrapper cost the import a tenth of a millisecond. */
+static PyObject *
+module_alias_installed(PyObject *module, PyObject *args)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *table, *pairs, *key = NULL, *own = NULL, *pair = NULL, *result = NULL;
+    const ttn_ptrmap_item *item;
+    Py_ssize_t added = 0;
+
+    if (!PyArg_ParseTuple(args, "O!O!:alias_installed", &PyDict_Type, &table, &PyList_Type,
+                          &pairs))
+        goto exit;
+    for (item = st->replacements.items; item != NULL; item = item->hh.next) {
+        PyObject *wrapper = (PyObject *)item->value, *value;
+        int has;
+
+        if (ttn_unwrap(st, wrapper) == wrapper)
+            continue; /* not a wrapper */
+        key = PyLong_FromVoidPtr(ttn_unwrap(st, wrapper));
+        if (key == NULL)
+            goto exit;
+        value = PyDict_GetItemWithError(table, key);
+        Py_CLEAR(key);
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                goto exit;
+            continue;
+        }
+        Py_INCREF(value); /* the dict may change below */
+        own = PyLong_FromVoidPtr(wrapper);
+        has = own == NULL ? -1 : PyDict_Contains(table, own);
+        if (has == 0) {
+            pair = PyTuple_Pack(2, wrapper, value);
+            if (pair == NULL || PyList_Append(pairs, pair) < 0 ||
+                PyDict_SetItem(table, own, value) < 0)
+                has = -1;
+            else
+                added++;
+            Py_CLEAR(pair);
+        }
+        Py_DECREF(value);
+        Py_CLEAR(own);
+        if (has < 0)
+            goto exit;
+    }
+    result = PyLong_FromSsize_t(added);
+
+exit:
+    Py_XDECREF(key);
+    Py_XDECREF(own);
+    Py_XDECREF(pair);
+    return result;
+}
+
 static PyObject *
 module_is_enabled(PyObject *module, PyObject *unused)
 {
@@ -542,8 +776,14 @@ module_reset_counts(PyObject *module, PyObject *unused)
 }
 
 static PyMethodDef module_methods[] = {
-    {"enable", module_enable, METH_O,
-     "enable(rows): install every row of the mapping table (all or nothing)"},
+    {"enable", module_enable, METH_VARARGS,
+     "enable(rows, resolver=None): install every row of the mapping table (all or nothing); "
+     "resolver(ref, original) finds what a row names by reference (see _row.py)"},
+    {"installed", module_installed, METH_NOARGS,
+     "installed() -> list of the wrappers installed"},
+    {"alias_installed", module_alias_installed, METH_VARARGS,
+     "alias_installed(table, pairs) -> n: give each installed wrapper the value its "
+     "original's id() has in table, under its own id(), and append (wrapper, value) to pairs"},
     {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
     {"is_enabled", module_is_enabled, METH_NOARGS, NULL},
     {"rebind", module_rebind, METH_VARARGS,
@@ -588,10 +828,9 @@ module_exec(PyObject *module)
     int rc = -1;
 
     ttn_table_init(&st->table);
-    st->patches = PyList_New(0);
     st->deferred = PyDict_New();
     ttn_ptrmap_init(&st->replacements);
-    if (st->patches == NULL || st->deferred == NULL)
+    if (st->deferred == NULL)
         goto exit;
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
         intern(&st->str_index, "index") < 0 ||
@@ -673,12 +912,18 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->npu_method_type);
     Py_VISIT(st->import_hook);
     Py_VISIT(st->deferred);
+    Py_VISIT(st->resolver);
     Py_VISIT(st->invalid_device_error);
     Py_VISIT(st->internal_prefixes);
     for (i = 0; i < TTN_SITE_CACHE; i++)
         Py_VISIT(st->site_cache[i].code);
     Py_VISIT(st->log_path);
-    Py_VISIT(st->patches);
+    {
+        int r = ttn_patches_traverse(st, visit, arg);
+
+        if (r)
+            return r;
+    }
     {
         ttn_ptrmap_item *item;
 
@@ -721,6 +966,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->npu_method_type);
     Py_CLEAR(st->import_hook);
     Py_CLEAR(st->deferred);
+    Py_CLEAR(st->resolver);
     Py_CLEAR(st->invalid_device_error);
     Py_CLEAR(st->str_device);
     Py_CLEAR(st->str_backend);
@@ -736,7 +982,7 @@ module_clear(PyObject *module)
     ttn_site_cache_clear(st);
     Py_CLEAR(st->internal_prefixes);
     ttn_ptrmap_clear(&st->replacements, release_object);
-    Py_CLEAR(st->patches);
+    ttn_patches_clear(st);
     Py_CLEAR(st->device_type);
     for (i = 0; i < TTN_NPU_SLOTS; i++) {
         Py_CLEAR(st->npu_strings[i]);

@@ -59,39 +59,57 @@ del_slot(PyObject *owner, PyObject *name)
 
 /* ------------------------------------------------------------------------- */
 
+/* Records are kept in a C array rather than as tuples in a list: an
+ * import makes some three hundred, and each tuple was an object for the
+ * collector to track and, now and then, to scan. */
+static int
+record(ttn_state *st, PyObject *owner, PyObject *name, PyObject *original)
+{
+    ttn_patch *r;
+
+    if (st->npatches == st->patches_cap) {
+        Py_ssize_t cap = st->patches_cap ? st->patches_cap * 2 : 512;
+        ttn_patch *grown = PyMem_Realloc(st->patches, sizeof(ttn_patch) * (size_t)cap);
+
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        st->patches = grown;
+        st->patches_cap = cap;
+    }
+    r = &st->patches[st->npatches++];
+    r->owner = Py_NewRef(owner);
+    r->name = Py_NewRef(name);
+    r->original = Py_XNewRef(original);
+    return 0;
+}
+
 int
 ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replacement)
 {
-    PyObject *original = NULL, *record = NULL;
+    PyObject *original = NULL;
     int rc = -1;
 
     if (own_attribute(owner, name, &original) < 0)
         goto exit;
-    /* (owner, name, original, held): when the owner held nothing of its
-     * own, restoring deletes the override instead of setting a value. */
-    record = PyTuple_Pack(4, owner, name, original != NULL ? original : Py_None,
-                          original != NULL ? Py_True : Py_False);
-    if (record == NULL)
+    /* Recorded first: a patch that is not recorded could never be undone.
+     * When the owner held nothing of its own (original NULL), restoring
+     * deletes the override instead of setting a value. */
+    if (record(st, owner, name, original) < 0)
         goto exit;
-    if (set_slot(owner, name, replacement) < 0)
-        goto exit;
-    if (PyList_Append(st->patches, record) < 0) {
-        /* Undo now: a patch that is not recorded could never be undone. */
-        PyObject *type, *value, *tb;
+    if (set_slot(owner, name, replacement) < 0) {
+        ttn_patch *r = &st->patches[--st->npatches];
 
-        PyErr_Fetch(&type, &value, &tb);
-        if (original != NULL)
-            (void)set_slot(owner, name, original);
-        else
-            (void)del_slot(owner, name);
-        PyErr_Restore(type, value, tb);
+        Py_DECREF(r->owner);
+        Py_DECREF(r->name);
+        Py_XDECREF(r->original);
         goto exit;
     }
     rc = 0;
 
 exit:
     Py_XDECREF(original);
-    Py_XDECREF(record);
     return rc;
 }
 
@@ -101,21 +119,22 @@ int
 ttn_patch_restore_all(ttn_state *st)
 {
     PyObject *type = NULL, *value = NULL, *tb = NULL;
+    ttn_patch *records = st->patches;
     Py_ssize_t i;
     int failed = 0;
 
+    /* Taken from the state first: restoring runs code (a class's
+     * __setattr__) that may patch again. */
+    i = st->npatches;
+    st->patches = NULL;
+    st->npatches = st->patches_cap = 0;
     /* Newest first, so that an attribute patched twice ends as it began. */
-    for (i = PyList_GET_SIZE(st->patches) - 1; i >= 0; i--) {
-        PyObject *record = PyList_GET_ITEM(st->patches, i);
-        PyObject *owner = PyTuple_GET_ITEM(record, 0);
-        PyObject *name = PyTuple_GET_ITEM(record, 1);
-        int r;
+    while (--i >= 0) {
+        ttn_patch *r = &records[i];
+        int rc = r->original != NULL ? set_slot(r->owner, r->name, r->original)
+                                     : del_slot(r->owner, r->name);
 
-        if (PyTuple_GET_ITEM(record, 3) == Py_True)
-            r = set_slot(owner, name, PyTuple_GET_ITEM(record, 2));
-        else
-            r = del_slot(owner, name);
-        if (r < 0) {
+        if (rc < 0) {
             /* Keep restoring the rest; report the first failure. */
             if (!failed)
                 PyErr_Fetch(&type, &value, &tb);
@@ -123,14 +142,43 @@ ttn_patch_restore_all(ttn_state *st)
                 PyErr_Clear();
             failed = 1;
         }
+        Py_DECREF(r->owner);
+        Py_DECREF(r->name);
+        Py_XDECREF(r->original);
     }
-    if (PyList_SetSlice(st->patches, 0, PyList_GET_SIZE(st->patches), NULL) < 0 && !failed) {
-        PyErr_Fetch(&type, &value, &tb);
-        failed = 1;
-    }
+    PyMem_Free(records);
     if (failed)
         PyErr_Restore(type, value, tb);
     return failed ? -1 : 0;
+}
+
+int
+ttn_patches_traverse(ttn_state *st, visitproc visit, void *arg)
+{
+    Py_ssize_t i;
+
+    for (i = 0; i < st->npatches; i++) {
+        Py_VISIT(st->patches[i].owner);
+        Py_VISIT(st->patches[i].name);
+        Py_VISIT(st->patches[i].original);
+    }
+    return 0;
+}
+
+void
+ttn_patches_clear(ttn_state *st)
+{
+    ttn_patch *records = st->patches;
+    Py_ssize_t i = st->npatches;
+
+    st->patches = NULL;
+    st->npatches = st->patches_cap = 0;
+    while (--i >= 0) {
+        Py_CLEAR(records[i].owner);
+        Py_CLEAR(records[i].name);
+        Py_CLEAR(records[i].original);
+    }
+    PyMem_Free(records);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -86,9 +86,11 @@ typedef struct ttn_state {
 
     /* the table and the installed patches */
     ttn_table table;
-    PyObject *patches;      /* list of (owner, name, original, held) records */
+    struct ttn_patch *patches; /* what enable() patched, oldest first (patch.c) */
+    Py_ssize_t npatches, patches_cap;
     ttn_ptrmap replacements; /* original -> its replacement (strong), while enabled */
     PyObject *deferred;      /* module name -> rows waiting for its import */
+    PyObject *resolver;      /* resolver(ref, original) -> what a row's reference names */
     PyObject *import_hook;   /* our finder on sys.meta_path */
     PyTypeObject *import_hook_type;
     PyTypeObject *post_import_type;
@@ -241,9 +243,11 @@ extern PyType_Spec ttn_attribute_spec;
 /* Flags of a device-argument wrapper (a row's device_objects and
  * current_index). */
 enum { TTN_DEVARG_OBJECTS = 1, TTN_DEVARG_CURRENT = 2 };
+/* target NULL: target_ref names it, resolved at first use. */
 PyObject *ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
-                          ttn_entry *entry, int mode, int pos, PyObject *device_kws,
-                          PyObject *value, int devarg_flags);
+                          PyObject *target_ref, ttn_entry *entry, int mode, int pos,
+                          PyObject *device_kws, PyObject *value, int devarg_flags);
+PyObject *ttn_unwrap(ttn_state *st, PyObject *obj);
 PyObject *ttn_attribute_new(ttn_state *st, PyObject *wrapped, PyObject *target_name,
                             ttn_entry *entry);
 
@@ -255,23 +259,34 @@ int ttn_with_first_argument(PyObject *args, PyObject *kwds, PyObject *key, PyObj
                             PyObject **newargs, PyObject **newkwds);
 
 /* class_ctor.c */
+/* npu_class NULL and npu_ref given: the class is found at its first use. */
 int ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type,
-                           PyObject *npu_class, ttn_entry *entry);
+                           PyObject *npu_class, PyObject *npu_ref, ttn_entry *entry);
 void ttn_class_ctor_restore(ttn_state *st);
 
 /* import_hook.c */
 extern PyType_Spec ttn_import_hook_spec;
 extern PyType_Spec ttn_post_import_spec;
-int ttn_resolve_owner(PyObject *spec, PyObject **owner, PyObject **module_name);
+int ttn_resolve_owner(ttn_state *st, PyObject *spec, PyObject **owner, PyObject **module_name);
 int ttn_import_hook_install(PyObject *module, ttn_state *st);
 int ttn_import_hook_remove(ttn_state *st);
 
-/* module.c: install the rows waiting for module `name` */
+/* module.c: install the rows waiting for module `name`; what a row's
+ * reference names (a new reference) */
 int ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name);
+PyObject *ttn_resolve_ref(ttn_state *st, PyObject *ref, PyObject *original);
 
-/* patch.c */
+/* patch.c: one patch, undone by ttn_patch_restore_all(); original is what
+ * the owner itself held under the name, NULL for nothing (strong refs). */
+typedef struct ttn_patch {
+    PyObject *owner;
+    PyObject *name;
+    PyObject *original;
+} ttn_patch;
 int ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replacement);
 int ttn_patch_restore_all(ttn_state *st);
+int ttn_patches_traverse(ttn_state *st, visitproc visit, void *arg);
+void ttn_patches_clear(ttn_state *st);
 Py_ssize_t ttn_rebind(ttn_state *st, PyObject *module);
 
 /* rules_glue.c */

@@ -22,7 +22,9 @@ typedef struct {
     vectorcallfunc vectorcall;
     ttn_state *state;  /* of the module that owns this object's type */
     PyObject *wrapped; /* the original object, put back by disable() */
-    PyObject *target;  /* what is called: wrapped, or its NPU counterpart */
+    PyObject *target;  /* what is called: wrapped, or its NPU counterpart; NULL until
+                        * target_ref is resolved */
+    PyObject *target_ref; /* "module:attr.path" the target is found at (resolve_target) */
     ttn_entry *entry;  /* entries outlive wrappers: see table.h */
     int mode;
     int pos; /* index in the vectorcall arguments of a positional device
@@ -196,6 +198,37 @@ unpin_slot(ttn_rewrite *rw, Py_ssize_t i)
     return rewrite_set(rw, i, Py_NewRef(Py_False), NULL) < 0 ? -1 : 1;
 }
 
+/* The target of a wrapper whose row names it by reference, found at its
+ * first use rather than at enable(): the module that holds it (a part of
+ * torch.npu, a rule's stand-in) is imported only if the API is used.  Two
+ * threads may both resolve it; the first result is kept.  Borrowed, or NULL
+ * with an error set. */
+static TTN_NOINLINE PyObject *
+resolve_target(WrapperObject *self)
+{
+    PyObject *found;
+
+    if (self->target != NULL)
+        return self->target;
+    found = ttn_resolve_ref(self->state, self->target_ref, self->wrapped);
+    if (found == NULL)
+        return NULL;
+    if (self->target == NULL) {
+        self->target = found;
+        /* The hot path may call it now. */
+        self->fast = self->mode == TTN_MODE_REDIRECT;
+    }
+    else
+        Py_DECREF(found);
+    return self->target;
+}
+
+static inline PyObject *
+wrapper_target(WrapperObject *self)
+{
+    return TTN_LIKELY(self->target != NULL) ? self->target : resolve_target(self);
+}
+
 /* Every mode, every argument shape: the general path. */
 static TTN_NOINLINE PyObject *
 wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
@@ -209,6 +242,8 @@ wrapper_call_general(WrapperObject *self, PyObject *const *args, size_t nargsf,
 
     if (!st->enabled)
         return call_target(self->wrapped, args, nargsf, kwnames);
+    if (wrapper_target(self) == NULL)
+        return NULL;
     if (self->mode == TTN_MODE_UNSUPPORTED) {
         if (ttn_unsupported_hit(st, self->entry) < 0)
             return NULL;
@@ -410,8 +445,8 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
 
 PyObject *
 ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
-                ttn_entry *entry, int mode, int pos, PyObject *device_kws, PyObject *value,
-                int devarg_flags)
+                PyObject *target_ref, ttn_entry *entry, int mode, int pos, PyObject *device_kws,
+                PyObject *value, int devarg_flags)
 {
     PyTypeObject *type = binds ? st->method_type : st->function_type;
     WrapperObject *self = PyObject_GC_New(WrapperObject, type);
@@ -421,11 +456,13 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->vectorcall = Wrapper_vectorcall;
     self->state = st;
     self->wrapped = Py_NewRef(wrapped);
-    self->target = Py_NewRef(target);
+    self->target = Py_XNewRef(target);
+    self->target_ref = Py_XNewRef(target_ref);
     self->entry = entry;
     self->mode = mode;
     self->pos = pos;
-    self->fast = mode == TTN_MODE_DEVICE_ARG || mode == TTN_MODE_REDIRECT;
+    /* An unresolved target takes the general path, which resolves it. */
+    self->fast = mode == TTN_MODE_DEVICE_ARG || (mode == TTN_MODE_REDIRECT && target != NULL);
     /* Where torch parses the device argument as a torch.device in C (the
      * factories, Tensor.to: the row says so), a torch.device is taken as it
      * is and a string is parsed at every call (about 100 ns).  Anything
@@ -457,6 +494,7 @@ Wrapper_traverse(WrapperObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->wrapped);
     Py_VISIT(self->target);
+    Py_VISIT(self->target_ref);
     Py_VISIT(self->device_kws);
     Py_VISIT(self->plain_kwnames);
     Py_VISIT(self->value);
@@ -468,6 +506,7 @@ Wrapper_clear(WrapperObject *self)
 {
     Py_CLEAR(self->wrapped);
     Py_CLEAR(self->target);
+    Py_CLEAR(self->target_ref);
     Py_CLEAR(self->device_kws);
     Py_CLEAR(self->plain_kwnames);
     Py_CLEAR(self->value);
@@ -518,6 +557,8 @@ Wrapper_getattro(WrapperObject *self, PyObject *name)
         return NULL;
     if (len > 4 && s[0] == '_' && s[1] == '_' && s[len - 1] == '_' && s[len - 2] == '_')
         return PyObject_GetAttr(self->wrapped, name);
+    if (wrapper_target(self) == NULL)
+        return NULL;
     return PyObject_GetAttr(self->target, name);
 }
 
@@ -536,7 +577,8 @@ Wrapper_repr(WrapperObject *self)
 static PyObject *
 Wrapper_instancecheck(WrapperObject *self, PyObject *obj)
 {
-    int r = PyObject_IsInstance(obj, self->target);
+    PyObject *target = wrapper_target(self);
+    int r = target == NULL ? -1 : PyObject_IsInstance(obj, target);
 
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
@@ -544,7 +586,8 @@ Wrapper_instancecheck(WrapperObject *self, PyObject *obj)
 static PyObject *
 Wrapper_subclasscheck(WrapperObject *self, PyObject *cls)
 {
-    int r = PyObject_IsSubclass(cls, self->target);
+    PyObject *target = wrapper_target(self);
+    int r = target == NULL ? -1 : PyObject_IsSubclass(cls, target);
 
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
@@ -552,8 +595,10 @@ Wrapper_subclasscheck(WrapperObject *self, PyObject *cls)
 static PyObject *
 Wrapper_mro_entries(WrapperObject *self, PyObject *bases)
 {
+    PyObject *target = wrapper_target(self);
+
     (void)bases;
-    return PyTuple_Pack(1, self->target);
+    return target == NULL ? NULL : PyTuple_Pack(1, target);
 }
 
 /* `torch.cuda.Stream | None`, as annotations write it (evaluated when a
@@ -566,17 +611,23 @@ static PyObject *
 stands_for(PyObject *o)
 {
     WrapperObject *w;
+    PyObject *target;
 
     if (PyType_GetSlot(Py_TYPE(o), Py_nb_or) != (void *)Wrapper_or)
         return o;
     w = (WrapperObject *)o;
-    return PyType_Check(w->target) || !PyType_Check(w->wrapped) ? w->target : w->wrapped;
+    target = wrapper_target(w);
+    if (target == NULL)
+        return NULL;
+    return PyType_Check(target) || !PyType_Check(w->wrapped) ? target : w->wrapped;
 }
 
 static PyObject *
 Wrapper_or(PyObject *a, PyObject *b)
 {
-    return PyNumber_Or(stands_for(a), stands_for(b));
+    PyObject *left = stands_for(a), *right = left == NULL ? NULL : stands_for(b);
+
+    return right == NULL ? NULL : PyNumber_Or(left, right);
 }
 
 /* A wrapper is as immutable as the function it stands for: copies are
@@ -636,6 +687,13 @@ Wrapper_get_source(WrapperObject *self, void *closure)
     return PyUnicode_FromString(self->entry->source);
 }
 
+static PyObject *
+Wrapper_get_target(WrapperObject *self, void *closure)
+{
+    (void)closure;
+    return Py_XNewRef(wrapper_target(self));
+}
+
 static PyMethodDef Wrapper_methods[] = {
     {"__instancecheck__", (PyCFunction)Wrapper_instancecheck, METH_O, NULL},
     {"__subclasscheck__", (PyCFunction)Wrapper_subclasscheck, METH_O, NULL},
@@ -648,7 +706,6 @@ static PyMethodDef Wrapper_methods[] = {
 
 static PyMemberDef Wrapper_members[] = {
     {"__wrapped__", T_OBJECT, offsetof(WrapperObject, wrapped), READONLY, NULL},
-    {"__npu_target__", T_OBJECT, offsetof(WrapperObject, target), READONLY, NULL},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(WrapperObject, vectorcall), READONLY, NULL},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(WrapperObject, weakreflist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
@@ -656,6 +713,7 @@ static PyMemberDef Wrapper_members[] = {
 
 static PyGetSetDef Wrapper_getset[] = {
     {"__npu_source__", (getter)Wrapper_get_source, NULL, NULL, NULL},
+    {"__npu_target__", (getter)Wrapper_get_target, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -820,3 +878,21 @@ PyType_Spec ttn_attribute_spec = {
              Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = attribute_slots,
 };
+
+/* ------------------------------------------------------------------------- */
+
+/* What one of this module's wrappers or redirected attributes stands in
+ * for (torch's own object, which a path names); any other object itself.
+ * Borrowed. */
+PyObject *
+ttn_unwrap(ttn_state *st, PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    PyObject *inner = NULL;
+
+    if (t == st->function_type || t == st->method_type)
+        inner = ((WrapperObject *)obj)->wrapped;
+    else if (t == st->attribute_type)
+        inner = ((AttributeObject *)obj)->wrapped;
+    return inner != NULL ? inner : obj;
+}

@@ -2,6 +2,7 @@
 as the one line does in a user's script; tests that disable it put it
 back."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,15 @@ import transfer_to_npu
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A copy of the installed package, to edit."""
+    site = tmp_path / "site"
+    shutil.copytree(os.path.dirname(transfer_to_npu.__file__), site / "transfer_to_npu",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return site
 
 
 @pytest.fixture

@@ -3,11 +3,9 @@ the next process; an edited module is read from its file, and the cache
 never changes what runs."""
 import glob
 import os
-import shutil
 
 import pytest
 
-import transfer_to_npu
 from conftest import run_python
 
 # Which of the package's modules the process ran without reading their
@@ -19,10 +17,10 @@ opened = set()
 sys.addaudithook(lambda event, args: event == "open" and opened.add(args[0]))
 import torch, transfer_to_npu
 x = torch.ones(2, device="cuda")
+from transfer_to_npu._rules import data  # not imported when the table is cached
 cached = sorted(n for n, m in list(sys.modules.items()) if n.startswith("transfer_to_npu.")
                 and str(getattr(m, "__file__", "")).endswith(".py")
                 and not {m.__file__, m.__cached__} & opened)
-from transfer_to_npu._rules import data
 print(x.device, getattr(data, "EDITED", None), data.__doc__.split()[0], " ".join(cached))
 """
 
@@ -49,15 +47,6 @@ def _probe(cache_dir, site=None):
 
 def _code_files(cache_dir):
     return glob.glob(os.path.join(str(cache_dir), "code-*"))
-
-
-@pytest.fixture
-def site(tmp_path):
-    """A copy of the installed package, to edit."""
-    site = tmp_path / "site"
-    shutil.copytree(os.path.dirname(transfer_to_npu.__file__), site / "transfer_to_npu",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return site
 
 
 def test_written_at_exit_then_read(tmp_path):

@@ -30,6 +30,15 @@ def _section_file(cache_dir, section):
     return os.path.join(builds[0], f"{section}.json")
 
 
+def _forget_table(cache_dir):
+    """Take out the mapping table kept beside the facts: the next process
+    derives it, reading the facts the rules need."""
+    tables = glob.glob(os.path.join(str(cache_dir), "torch-*", "table-*"))
+    assert tables
+    for path in tables:
+        os.remove(path)
+
+
 def test_written_once_then_read(tmp_path):
     assert _run(tmp_path) == ["True", "npu:0", "10.0"]
     builtins = json.load(open(_section_file(tmp_path, "device_builtins")))["facts"]
@@ -57,6 +66,7 @@ def test_rules_read_which_builtins_take_a_device(tmp_path):
     data = json.load(open(path))
     data["facts"]["torch"].remove("zeros")
     json.dump(data, open(path, "w"))
+    _forget_table(tmp_path)
     probe = ("import torch, transfer_to_npu; print(sorted(m['source'] for m in "
              "transfer_to_npu.mappings() if m['source'] in ('torch.zeros', 'torch.ones')))")
     proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
@@ -65,10 +75,16 @@ def test_rules_read_which_builtins_take_a_device(tmp_path):
 
 
 def test_import_reads_only_what_it_needs(tmp_path):
-    # The cpu kernels' list is for the first npu tensor, not for the import.
+    # The cpu kernels' list is for the first npu tensor, not for the import;
+    # which builtins take a device, for deriving the mapping table, which
+    # the import reads from its own file.
     _run(tmp_path)
     probe = ("import torch, transfer_to_npu; from transfer_to_npu import _torch_facts; "
              "print(sorted(_torch_facts._state['sections']))")
+    proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["['backend_select']"]
+    _forget_table(tmp_path)
     proc = run_python(["-c", probe], env={"TRANSFER_TO_NPU_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["['backend_select',", "'device_builtins']"]
@@ -80,6 +96,7 @@ def test_corrupt_cache_is_learnt_again(tmp_path, section):
     path = _section_file(tmp_path, section)
     with open(path, "w") as f:
         f.write("{not json")
+    _forget_table(tmp_path)  # so that every section is needed
     assert _run(tmp_path) == ["True", "npu:0", "10.0"]
     assert json.load(open(path))["facts"]
 

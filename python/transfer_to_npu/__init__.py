@@ -31,7 +31,7 @@ _lock = threading.RLock()
 
 # Seconds the last enable() spent initialising the NPU backend, and in each
 # step of patching (read by the benchmarks).
-_PATCH_STEPS = ("warm", "rows", "install", "after_enable", "rebind")
+_PATCH_STEPS = ("rows", "install", "after_enable", "rebind")
 _timings = dict.fromkeys(("backend",) + _PATCH_STEPS, 0.0)
 
 
@@ -64,15 +64,6 @@ def _visible_devices():
     cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cuda is not None and "ASCEND_RT_VISIBLE_DEVICES" not in os.environ:
         os.environ["ASCEND_RT_VISIBLE_DEVICES"] = cuda
-
-
-def _warm_torch_caches(torch):
-    """torch caches some sets of its own functions on first use; filled after
-    the patches, they would hold the wrappers instead of the functions torch
-    compares against (`with torch.device(...)` would stop placing tensors)."""
-    import torch.utils._device as device_context
-
-    device_context._device_constructors()
 
 
 # Top-level packages whose globals never hold a name bound by the user: the
@@ -112,7 +103,7 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _rules, _torch_facts, backends
+        from . import _table, _torch_facts, backends
 
         _visible_devices()
         last = [time.perf_counter()]
@@ -128,14 +119,19 @@ def enable():
             from . import _report
 
             _report.configure(name)
-        _warm_torch_caches(torch)
-        timed("warm")
-        rows = _rules.rows(torch)
+        rows = _table.rows(torch, name)
         _torch_facts.save()  # what the backend and the rules learnt from torch
         timed("rows")
-        _C.enable(rows)
+        try:
+            _C.enable(rows, _table.resolve)
+        except (TypeError, ValueError, RuntimeError):
+            if not _table.from_file(name):
+                raise
+            # A cache file whose rows the C core refuses (damaged past what
+            # reading it checks): the table is derived again.
+            _C.enable(_table.rows(torch, name, fresh=True), _table.resolve)
         timed("install")
-        _rules.after_enable(torch, rows)
+        _table.after_enable(torch)
         timed("after_enable")
         # Names bound before this import (`from torch.cuda import
         # synchronize` in the user's modules) are migrated too.

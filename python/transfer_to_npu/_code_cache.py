@@ -29,9 +29,11 @@ _PREFIX = f"{_PACKAGE}."
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 
 # The file: the length of its index (8 bytes, little-endian), the index
-# marshalled, then the modules' marshalled code.  It is read whole (not
-# mapped: a file changed under a mapping kills the process), and the import
-# unmarshals the code of the modules it imports in place.
+# marshalled, then the modules' marshalled code.  The index is read at
+# start and each module's code when it is imported, through a descriptor
+# kept open (the file as it was checked, whatever replaces it meanwhile):
+# a process imports a third of the package.  Not mapped: a file changed
+# under a mapping kills the process; a short read is a damaged entry.
 _LENGTH = 8
 
 # The index, {name: entry}; an entry is (source path, its (st_mtime_ns,
@@ -97,6 +99,45 @@ def _trusted(stat):
     return stat.st_uid == os.getuid() and not stat.st_mode & 0o022
 
 
+def open_trusted(path):
+    """A descriptor of a cache file that may say what to run (this one, the
+    mapping table's) and its size, or None when it is missing or cannot be
+    trusted.  Never through a link, nor waiting on a FIFO planted in a
+    shared directory: the file is checked before it is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        stat = os.fstat(fd)
+        if _trusted(stat):
+            return fd, stat.st_size
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def read_trusted(path):
+    """The bytes of a trusted cache file (open_trusted), or None."""
+    opened = open_trusted(path)
+    if opened is None:
+        return None
+    try:
+        with open(opened[0], "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def stamp(path):
+    """What a module's source is checked by (_stamp), stated once a
+    process: the finder has stated the modules it found."""
+    found = _cache.stamps.get(path)
+    return found if found is not None else _stamp(path)
+
+
 class _Loader(SourceFileLoader):
     """A module of the package: its code from the cache when the cache holds
     this source's, else compiled (or read from its .pyc) as usual and kept
@@ -130,9 +171,11 @@ class _Cache:
     def __init__(self):
         self.path = None
         self.key = None
-        self.code = None
+        self.fd = None  # the file, open while the process may import
+        self.code_start = self.code_size = 0
         self.entries = {}
         self.learnt = {}  # name -> (source path, its stamp, is a package, code)
+        self.stamps = {}  # source path -> its stamp, as the finder found it
 
     def load(self):
         directory = cache_dir()
@@ -143,20 +186,18 @@ class _Cache:
         name = f"code-{sys.implementation.cache_tag}-opt{sys.flags.optimize}"
         self.path = os.path.join(
             directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
+        opened = open_trusted(self.path)
+        if opened is None:
+            return True
+        self.fd, size = opened
         try:
-            # Never through a link, nor waiting on a FIFO planted in a shared
-            # directory: the file is checked before it is read.
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_NONBLOCK", 0))
-            with open(fd, "rb") as f:
-                if not _trusted(os.fstat(fd)):
-                    return True
-                data = f.read()
-            length = int.from_bytes(data[:_LENGTH], "little")
-            key, entries = marshal.loads(memoryview(data)[_LENGTH:_LENGTH + length])
+            length = int.from_bytes(os.pread(self.fd, _LENGTH, 0), "little")
+            if not 0 < length <= size - _LENGTH:
+                return True
+            key, entries = marshal.loads(os.pread(self.fd, length, _LENGTH))
         except (OSError,) + _DAMAGED:
             return True
-        self.code = memoryview(data)[_LENGTH + length:]
+        self.code_start, self.code_size = _LENGTH + length, size - _LENGTH - length
         if key == self.key and isinstance(entries, dict) and all(
                 self._well_formed(e) for e in entries.values()):
             self.entries = entries
@@ -170,10 +211,15 @@ class _Cache:
         return (type(origin) is str and origin.startswith(_DIRECTORY + os.sep)
                 and type(entry[_CACHED]) in (str, type(None))
                 and type(offset) is int and type(length) is int
-                and 0 <= offset and 0 <= length <= len(self.code) - offset)
+                and 0 <= offset and 0 <= length <= self.code_size - offset)
 
     def _code_of(self, entry):
-        return self.code[entry[_OFFSET]:entry[_OFFSET] + entry[_CODE_LENGTH]]
+        """An entry's marshalled code; short (damaged) when the file was
+        cut meanwhile."""
+        try:
+            return os.pread(self.fd, entry[_CODE_LENGTH], self.code_start + entry[_OFFSET])
+        except (OSError, TypeError):  # TypeError: closed at exit
+            return b""
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(_PREFIX):
@@ -181,7 +227,7 @@ class _Cache:
         entry = self.entries.get(fullname)
         if entry is not None:
             origin = entry[_ORIGIN]
-            stamp = _stamp(origin)
+            stamp = self.stamps[origin] = _stamp(origin)
             if stamp is not None and stamp == entry[_STAMP]:
                 spec = ModuleSpec(fullname, _Loader(fullname, origin, self._code_of(entry)),
                                   origin=origin, is_package=entry[_IS_PACKAGE])
@@ -197,14 +243,26 @@ class _Cache:
 
     def save(self):
         """Write the cache again if modules were compiled or read from
-        their files in this process."""
+        their files in this process (at exit)."""
+        try:
+            self._save()
+        finally:
+            if self.fd is not None:
+                # Modules imported later (by other exit handlers) are read
+                # from their files.
+                os.close(self.fd)
+                self.fd, self.entries = None, {}
+
+    def _save(self):
         if not self.learnt or self.path is None:
             return
         learnt, self.learnt = self.learnt, {}
         index, blobs, offset = {}, [], 0
         for name, entry in self.entries.items():
             if name not in learnt:
-                code = bytes(self._code_of(entry))
+                code = self._code_of(entry)
+                if len(code) != entry[_CODE_LENGTH]:
+                    continue  # cut meanwhile: learnt again when imported
                 index[name] = entry[:_OFFSET] + (offset, len(code))
                 blobs.append(code)
                 offset += len(code)

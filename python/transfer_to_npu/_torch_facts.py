@@ -38,12 +38,22 @@ def _path(name):
     return os.path.join(_state["directory"], f"{name}.json")
 
 
+def file_path(torch, name):
+    """Where a cache file of this torch build called ``name`` goes (the
+    mapping table's), or None when the caches are off."""
+    _select(torch)
+    directory = _state["directory"]
+    return None if directory is None else os.path.join(directory, name)
+
+
 def _read(name):
     if _state["directory"] is None:
         return {}
     try:
-        with open(_path(name)) as f:
-            data = json.load(f)
+        # Bytes, decoded by json itself: a text file's reader costs more
+        # than reading a section.
+        with open(_path(name), "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("key") != _state["key"]:

@@ -27,6 +27,9 @@ def rows(torch):
 
 def _module_rows(cuda, npu, cuda_name, npu_name):
     out = []
+    # Targets named from torch ("torch:npu.synchronize"), found at their
+    # first call.
+    path = "torch:" + npu_name.partition(".")[2]
     # A device module may serve its data from a module __getattr__, outside dir().
     for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
         if name.startswith("_") or not module_has(cuda, name):
@@ -34,11 +37,11 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
         target = getattr(npu, name)
         if name in DATA:
             out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", "constant",
-                           _C.MODE_REPLACE, cuda, name, target))
+                           _C.MODE_REPLACE, cuda, name, f"{path}.{name}"))
             continue
         if isinstance(target, types.ModuleType) or not callable(target):
             continue
         kind = "class" if isinstance(target, type) else "function"
         out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", kind, _C.MODE_REDIRECT,
-                       cuda, name, target, device_position(target)))
+                       cuda, name, f"{path}.{name}", device_position(target)))
     return out

@@ -23,7 +23,7 @@
   ``device_id``: an index or a string becomes a device through the migrated
   ``torch.device`` too.
 * On the virtual NPU, DTensor's random ops (the initialisation of sharded
-  parameters) draw as ``backends/virtual/random.py`` says: DTensor moves
+  parameters) draw as ``backends/virtual/random_ops.py`` says: DTensor moves
   CUDA's (seed, offset) generator state, which a host generator lacks.
 """
 
@@ -45,20 +45,12 @@ def _position(fn, name):
     return params[0].index(name)
 
 
-def is_hccl_available():
-    """Whether the ``hccl`` process-group backend is registered (by
-    torch_npu, or by the virtual NPU)."""
-    import torch.distributed as dist
-
-    if hasattr(dist, "is_backend_available"):
-        return dist.is_backend_available("hccl")
-    return "hccl" in dist.Backend.backend_list
-
-
 def rows(torch):
     if not torch.distributed.is_available():
         return []
     import torch.distributed.distributed_c10d as c10d
+
+    from .. import backends
     import torch.distributed.device_mesh as device_mesh
 
     dist = torch.distributed
@@ -80,7 +72,7 @@ def rows(torch):
     # built (see the module docstring).
     out.append(row("torch.distributed.is_nccl_available",
                    "torch.distributed.is_backend_available('hccl')", "function", _C.MODE_REPLACE,
-                   dist, "is_nccl_available", is_hccl_available, kws=()))
+                   dist, "is_nccl_available", backends.is_hccl_available, kws=()))
 
     init_mesh = device_mesh.init_device_mesh
     for owner in (dist, device_mesh):
@@ -104,20 +96,23 @@ def rows(torch):
     return out + _dtensor_random_rows()
 
 
+def distribute_region(self, spec, generator=None):
+    """OffsetBasedRNGTracker._distribute_region, npu shards drawing as
+    the virtual NPU's random_ops.py says."""
+    if self._device.type == "npu":
+        from ..backends.virtual import random_ops
+
+        return random_ops.npu_region(self, spec, generator)
+    return class_original(self, "_distribute_region")(self, spec, generator)
+
+
 def _dtensor_random_rows():
     from .. import backends
 
     if backends.installed != "virtual":
         return []
-    from ..backends.virtual import random
-
-    def _distribute_region(self, spec, generator=None):
-        if self._device.type == "npu":
-            return random.npu_region(self, spec, generator)
-        return class_original(self, "_distribute_region")(self, spec, generator)
-
     # Waits in the import hook until DTensor is imported.
     return [row("torch.distributed.tensor random ops",
                 "torch.distributed.tensor random ops (npu shards seeded by their offset)",
                 "method", _C.MODE_REDIRECT, "torch.distributed.tensor._random:OffsetBasedRNGTracker",
-                "_distribute_region", _distribute_region, binds=True, kws=())]
+                "_distribute_region", distribute_region, binds=True, kws=())]

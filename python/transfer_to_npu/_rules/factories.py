@@ -1,6 +1,7 @@
 """The device argument of torch.*, torch.fft.* and torch.signal.windows.*
 functions, found in torch's op schemas and function signatures."""
 
+import functools
 import inspect
 
 from .. import _C, _torch_facts
@@ -106,3 +107,28 @@ def _class_rows(torch):
                                                     else ""),
                 "constructor", _C.MODE_CLASS_DEVICE, torch, name, npu_classes.get(name), pos=0)
             for name in _CLASSES if isinstance(getattr(torch, name, None), type)]
+
+
+def device_context_rows(torch):
+    """``with torch.device('cuda'):`` and ``torch.set_default_device('cuda')``
+    place tensors through torch's DeviceContext, which knows the factories
+    by identity, in a set torch fills at its first use: with migration on,
+    that set would name the wrappers where the function mode is handed the
+    builtins.  Replaced, when torch.utils._device is imported, by one that
+    names what the wrappers stand for."""
+    return [row("torch.utils._device._device_constructors",
+                "torch.utils._device._device_constructors (the factories as torch's own)",
+                "function", _C.MODE_REPLACE, "torch.utils._device", "_device_constructors",
+                f"{__name__}:device_constructors()", kws=())]
+
+
+def device_constructors(torchs):
+    """torch's _device_constructors (``torchs``) naming the functions the
+    migration wraps, not their wrappers."""
+    make = getattr(torchs, "__wrapped__", torchs)  # under its lru_cache
+
+    @functools.lru_cache(1)
+    def _device_constructors():
+        return {original(f) for f in make()}
+
+    return functools.update_wrapper(_device_constructors, make)

@@ -68,7 +68,11 @@ def _retarget(torch, scripted):
                 _retarget_nodes(c._get_method(method).graph.nodes())
 
 
-def _script(torch, original):
+def script(original):
+    """torch.jit.script retargeting the device constants of what it
+    compiles."""
+    import torch
+
     @functools.wraps(original)
     def script(obj, *args, **kwargs):
         scripted = original(obj, *args, **kwargs)
@@ -78,26 +82,35 @@ def _script(torch, original):
     return script
 
 
-# The installed wrappers that compiled graphs may call, until the first
-# torch.compile declares them to dynamo (set by after_enable()).
-_for_graphs = []
-
-
-def keep_for_graphs(wrappers):
-    _for_graphs[:] = wrappers
+# The wrappers declared to dynamo, by id (held, so that no other object
+# takes an id while it is here).
+_declared = {}
 
 
 def _declare_to_dynamo(torch):
-    wrappers, _for_graphs[:] = list(_for_graphs), []
-    for wrapper in wrappers:
-        torch.compiler.allow_in_graph(wrapper)
+    """The installed wrappers of torch's factories, which compiled graphs
+    may call, declared to dynamo once each."""
+    from .. import _table, backends
+
+    sources = _table.factory_sources(backends.installed)
+    for wrapper in _C.installed():
+        if _declared.get(id(wrapper)) is not wrapper and wrapper.__npu_source__ in sources:
+            torch.compiler.allow_in_graph(wrapper)
+            _declared[id(wrapper)] = wrapper
 
 
-def _compile(torch, original, virtual):
+def compile_(original):
+    """torch.compile declaring the migrated factories to dynamo first and,
+    on the virtual NPU, with aot_eager in place of inductor."""
+    import torch
+
+    from .. import backends
+
+    virtual = backends.installed == "virtual"
+
     @functools.wraps(original)
     def compile(model=None, **kwargs):
-        if _for_graphs:
-            _declare_to_dynamo(torch)
+        _declare_to_dynamo(torch)
         if virtual and kwargs.get("backend") in (None, "inductor"):
             from ..backends.virtual import compiler
 
@@ -119,7 +132,10 @@ def _substitute_in_graph(original_fn, *args, **kwargs):
         _introspect.original(original_fn), *args, **kwargs)
 
 
-def _rng_device(original):
+def rng_device(original):
+    """rng_prims.get_device answering "cuda" for the npu, whose RNG state
+    torch then saves and restores through torch.cuda."""
+
     @functools.wraps(original)
     def get_device(args, kwargs):
         device = original(args, kwargs)
@@ -139,9 +155,9 @@ def rows(torch):
                       if virtual else
                       ("torch.compile", "torch.compile (migrated factories in the graph)"))
     return [row("torch.jit.script", "torch.jit.script (device constants on the npu)", "function",
-                _C.MODE_REDIRECT, torch.jit, "script", _script(torch, torch.jit.script), kws=()),
+                _C.MODE_REDIRECT, torch.jit, "script", f"{__name__}:script()", kws=()),
             row(source, target, "function", _C.MODE_REDIRECT, torch, "compile",
-                _compile(torch, torch.compile, virtual), kws=()),
+                f"{__name__}:compile_()", kws=()),
             # Torch's own use, not the user's: never counted or logged.
             row("torch._dynamo.decorators.substitute_in_graph",
                 "torch._dynamo.decorators.substitute_in_graph (a migrated builtin's original)",
@@ -149,20 +165,5 @@ def rows(torch):
                 _substitute_in_graph, kws=()),
             row("torch._prims.rng_prims.get_device",
                 "npu as cuda (RNG state saved and restored through torch.cuda)", "function",
-                _C.MODE_REDIRECT, rng_prims, "get_device", _rng_device(rng_prims.get_device),
+                _C.MODE_REDIRECT, rng_prims, "get_device", f"{__name__}:rng_device()",
                 kws=())]
-
-
-def register_builtins(torch, installed):
-    """Make the TorchScript compiler see each installed wrapper as the
-    builtin op its original is."""
-    import torch.jit._builtins as builtins
-
-    table = builtins._get_builtin_table()
-    for wrapper in installed:
-        original = getattr(wrapper, "__wrapped__", None)
-        op = table.get(id(original)) if original is not None else None
-        if op is not None and id(wrapper) not in table:
-            # The list keeps the wrapper alive, so its id stays its own.
-            builtins._builtin_ops.append((wrapper, op))
-            table[id(wrapper)] = op

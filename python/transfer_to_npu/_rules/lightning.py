@@ -21,21 +21,19 @@ ACCELERATORS = (
 )
 
 
-def _setup_device(torch):
-    def setup_device(self, device):
-        """Make a migrated CUDA device (an npu one) current; Lightning's
-        advice on TF32 matmuls is for NVIDIA GPUs and is not given."""
-        if isinstance(device, torch.device) and device.type == "npu":
-            torch.npu.set_device(device)
-            return None
-        return class_original(self, "setup_device")(self, device)
+def setup_device(self, device):
+    """Make a migrated CUDA device (an npu one) current; Lightning's advice
+    on TF32 matmuls is for NVIDIA GPUs and is not given."""
+    import torch
 
-    return setup_device
+    if isinstance(device, torch.device) and device.type == "npu":
+        torch.npu.set_device(device)
+        return None
+    return class_original(self, "setup_device")(self, device)
 
 
 def rows(torch):
-    target = _setup_device(torch)
     return [row(f"{spec.replace(':', '.')}.setup_device",
                 f"{spec.replace(':', '.')}.setup_device (npu devices)", "method",
-                _C.MODE_REDIRECT, spec, "setup_device", target, binds=True, kws=())
+                _C.MODE_REDIRECT, spec, "setup_device", setup_device, binds=True, kws=())
             for spec in ACCELERATORS]

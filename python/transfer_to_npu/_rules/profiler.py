@@ -10,7 +10,7 @@ from .. import _C
 from ._row import row
 
 
-def _use_npu(init):
+def use_npu(init):
     """profile.__init__ with use_cuda=True meaning use_device='npu'."""
 
     @functools.wraps(init)
@@ -22,8 +22,12 @@ def _use_npu(init):
     return __init__
 
 
-def _npu_profile(torch, npu_profiler):
+def npu_profile(original):
     """torch_npu.profiler.profile taking torch.profiler's activities."""
+    import torch
+    import torch_npu
+
+    npu_profiler = torch_npu.profiler
     cpu, npu = npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU
     torch_cpu = torch.profiler.ProfilerActivity.CPU
 
@@ -53,11 +57,11 @@ def _torch_npu_rows(torch):
             hasattr(npu_profiler, n) for n in ("profile", "ProfilerActivity")):
         return []
     out = [row("torch.profiler.profile", "torch_npu.profiler.profile", "class", _C.MODE_REDIRECT,
-               torch.profiler, "profile", _npu_profile(torch, npu_profiler), kws=())]
+               torch.profiler, "profile", f"{__name__}:npu_profile()", kws=())]
     for name in ("schedule", "tensorboard_trace_handler"):
         if hasattr(npu_profiler, name):
             out.append(row(f"torch.profiler.{name}", f"torch_npu.profiler.{name}", "function",
-                           _C.MODE_REDIRECT, torch.profiler, name, getattr(npu_profiler, name),
+                           _C.MODE_REDIRECT, torch.profiler, name, f"torch_npu:profiler.{name}",
                            kws=()))
     return out
 
@@ -70,8 +74,8 @@ def rows(torch):
     return _torch_npu_rows(torch) + [
         row("torch.profiler.ProfilerActivity.CUDA", "torch.profiler.ProfilerActivity.PrivateUse1",
             "constant", _C.MODE_REPLACE, ProfilerActivity, "CUDA",
-            ProfilerActivity.PrivateUse1),
+            "torch.profiler:ProfilerActivity.PrivateUse1"),
         row("torch.autograd.profiler.profile(use_cuda=True)",
             "torch.autograd.profiler.profile(use_device='npu')", "method", _C.MODE_REDIRECT,
-            profile, "__init__", _use_npu(profile.__init__), binds=True, kws=()),
+            profile, "__init__", f"{__name__}:use_npu()", binds=True, kws=()),
     ]

@@ -15,7 +15,7 @@ def rows(torch):
         # .npu() and .is_npu come with the npu device's registration.
         if hasattr(cls, "npu"):
             out.append(row(f"torch.{name}.cuda", f"torch.{name}.npu", "method",
-                           _C.MODE_REDIRECT, cls, "cuda", cls.npu, 1, True))
+                           _C.MODE_REDIRECT, cls, "cuda", f"torch:{name}.npu", 1, True))
         if hasattr(cls, "is_npu"):
             out.append(row(f"torch.{name}.is_cuda", f"torch.{name}.is_npu", "attribute",
                            _C.MODE_ATTRIBUTE, cls, "is_cuda", "is_npu"))

@@ -16,13 +16,13 @@ def rows(torch):
     T, M = torch.Tensor, torch.nn.Module
     out = [
         row("torch.Tensor.cuda", "torch.Tensor.npu", "method", _C.MODE_REDIRECT, T, "cuda",
-            T.npu, 1, True),
+            "torch:Tensor.npu", 1, True),
         row("torch.Tensor.is_cuda", "torch.Tensor.is_npu", "attribute", _C.MODE_ATTRIBUTE, T,
             "is_cuda", "is_npu"),
         row("torch.Tensor.to", "torch.Tensor.to", "device_arg", _C.MODE_DEVICE_ARG, T, "to",
             pos=1, binds=True, device_objects=True, current_index=True),
         row("torch.nn.Module.cuda", "torch.nn.Module.npu", "method", _C.MODE_REDIRECT, M,
-            "cuda", M.npu, 1, True),
+            "cuda", "torch.nn:Module.npu", 1, True),
         # Module.to (and overrides that keep the device, as Lightning's
         # does) hand their arguments to this builtin, looked up at every
         # call: patched there, Module.to stays torch's Python function, run
@@ -43,12 +43,12 @@ def rows(torch):
         row("torch.set_default_device", "torch.set_default_device", "device_arg",
             _C.MODE_DEVICE_ARG, torch, "set_default_device", pos=0),
         row("torch.Tensor.type('torch.cuda.<T>Tensor')", "torch.Tensor.to(device='npu', dtype)",
-            "method", _C.MODE_REDIRECT, T, "type", _legacy_type(torch, T.type), binds=True,
+            "method", _C.MODE_REDIRECT, T, "type", f"{__name__}:legacy_type()", binds=True,
             kws=()),
         row("torch.set_default_tensor_type('torch.cuda.<T>Tensor')",
             "torch.set_default_dtype(dtype); torch.set_default_device('npu')", "function",
             _C.MODE_REDIRECT, torch, "set_default_tensor_type",
-            _legacy_default_type(torch, torch.set_default_tensor_type), kws=()),
+            f"{__name__}:legacy_default_type()", kws=()),
     ]
     return out
 
@@ -75,11 +75,13 @@ def _legacy_name(t):
     return None
 
 
-def _legacy_default_type(torch, original):
+def legacy_default_type(original):
     """torch.set_default_tensor_type() with a CUDA type: that dtype by
     default, on the npu by default, as torch itself advises in place of the
     deprecated call.  Any other type goes to torch, and undoes the npu
     default this function set."""
+    import torch
+
     dtypes = _legacy_dtypes(torch)
     state = {"set_device": False}
 
@@ -103,9 +105,11 @@ def _legacy_default_type(torch, original):
     return set_default_tensor_type
 
 
-def _legacy_type(torch, original):
+def legacy_type(original):
     """Tensor.type() with the legacy CUDA type names ('torch.cuda.FloatTensor',
     or the class torch.cuda.FloatTensor) meaning that dtype on the npu."""
+    import torch
+
     dtypes = _legacy_dtypes(torch)
 
     @functools.wraps(original)

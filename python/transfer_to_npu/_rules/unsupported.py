@@ -30,14 +30,60 @@ ALIASES = {
     "reset_max_memory_cached": "reset_peak_memory_stats",
 }
 
+# The stand-ins are module functions, so that the table names them by path.
+
+def _not_capturing():
+    return False
+
+
 EXACT = {
-    "is_current_stream_capturing": (lambda: False, "False (nothing is captured on the npu)"),
+    "is_current_stream_capturing": (_not_capturing, "False (nothing is captured on the npu)"),
 }
 
 
 @contextlib.contextmanager
 def _no_range(*args, **kwargs):
     yield
+
+
+def _no_range_id(msg):
+    return 0
+
+
+def _no_depth():
+    return 0
+
+
+def _no_range_end(range_id):
+    return None
+
+
+def _no_mark(msg):
+    return None
+
+
+def _no_sync_debug(debug_mode):
+    return None
+
+
+def _sync_debug_off():
+    return 0
+
+
+def _no_archs():
+    return []
+
+
+def _no_gencode_flags():
+    return ""
+
+
+def _nothing_to_collect():
+    return None
+
+
+def _no_history(*args, **kwargs):
+    return None
 
 
 def _no_memory_cap(fraction, device=None):
@@ -50,19 +96,18 @@ def _no_memory_cap(fraction, device=None):
 
 
 NOOP = {
-    "nvtx.range_push": (lambda msg: 0, "NVTX ranges annotate CUDA profiles; skipped"),
-    "nvtx.range_pop": (lambda: 0, "NVTX ranges annotate CUDA profiles; skipped"),
-    "nvtx.range_start": (lambda msg: 0, "NVTX ranges annotate CUDA profiles; skipped"),
-    "nvtx.range_end": (lambda range_id: None, "NVTX ranges annotate CUDA profiles; skipped"),
-    "nvtx.mark": (lambda msg: None, "NVTX marks annotate CUDA profiles; skipped"),
+    "nvtx.range_push": (_no_range_id, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_pop": (_no_depth, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_start": (_no_range_id, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.range_end": (_no_range_end, "NVTX ranges annotate CUDA profiles; skipped"),
+    "nvtx.mark": (_no_mark, "NVTX marks annotate CUDA profiles; skipped"),
     "nvtx.range": (_no_range, "NVTX ranges annotate CUDA profiles; skipped"),
-    "set_sync_debug_mode": (lambda debug_mode: None, "CUDA sync debugging; skipped"),
-    "get_sync_debug_mode": (lambda: 0, "CUDA sync debugging is off"),
-    "get_arch_list": (lambda: [], "no CUDA architectures"),
-    "get_gencode_flags": (lambda: "", "no CUDA code generation flags"),
-    "ipc_collect": (lambda: None, "CUDA IPC memory; nothing to collect"),
-    "memory._record_memory_history": (lambda *a, **k: None,
-                                      "CUDA allocator history; not recorded"),
+    "set_sync_debug_mode": (_no_sync_debug, "CUDA sync debugging; skipped"),
+    "get_sync_debug_mode": (_sync_debug_off, "CUDA sync debugging is off"),
+    "get_arch_list": (_no_archs, "no CUDA architectures"),
+    "get_gencode_flags": (_no_gencode_flags, "no CUDA code generation flags"),
+    "ipc_collect": (_nothing_to_collect, "CUDA IPC memory; nothing to collect"),
+    "memory._record_memory_history": (_no_history, "CUDA allocator history; not recorded"),
     "set_per_process_memory_fraction": (_no_memory_cap,
                                         "a cap on the process's device memory; not applied"),
 }
@@ -107,7 +152,7 @@ def rows(torch):
     for name, target in ALIASES.items():
         if module_has(torch.cuda, name) and module_has(npu, target):
             out.append(row(f"torch.cuda.{name}", f"torch.npu.{target}", "function",
-                           _C.MODE_REDIRECT, torch.cuda, name, getattr(npu, target)))
+                           _C.MODE_REDIRECT, torch.cuda, name, f"torch:npu.{target}"))
             listed[name] = True
     for name, (fn, why) in EXACT.items():
         if module_has(torch.cuda, name) and not module_has(npu, name):

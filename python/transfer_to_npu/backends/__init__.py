@@ -32,6 +32,17 @@ def install():
     return installed
 
 
+def is_hccl_available():
+    """Whether the ``hccl`` process-group backend is registered (by
+    torch_npu, or by the virtual NPU): what
+    ``torch.distributed.is_nccl_available()`` answers once migrated."""
+    import torch.distributed as dist
+
+    if hasattr(dist, "is_backend_available"):
+        return dist.is_backend_available("hccl")
+    return "hccl" in dist.Backend.backend_list
+
+
 def _virtual():
     """The virtual NPU module, after checking torch has what it builds on."""
     import torch

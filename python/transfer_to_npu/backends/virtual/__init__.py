@@ -86,6 +86,8 @@ def install(backend_module=None):
     pinned.install()
     storage.install()
     devices.install_autograd_workaround()
+    # Before the patcher wraps DDP's __init__ in turn: disable() puts back
+    # what it found, this.
     ddp.install()
     accelerator.install()
     _install_hccl()
@@ -126,7 +128,7 @@ def complete():
             return _complete["done"]
         _complete["running"] = True
         try:
-            from . import autocast, hccl, npu, ops, storage_resize
+            from . import autocast, hccl, npu, ops, pinned, storage_resize
 
             npu.init()  # its first tensor
 
@@ -134,6 +136,7 @@ def complete():
             ops.register()
             autocast.register()
             hccl.register()
+            pinned.register()
             # Only npu storages are resized here, and there are none yet.
             storage_resize.install()
             _complete["done"] = True

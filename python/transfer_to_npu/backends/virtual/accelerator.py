@@ -13,7 +13,7 @@ itself be compiled.
 
 import torch
 
-from . import devices, memory, npu
+from . import devices, npu
 
 
 def _exchange_device(index):
@@ -35,6 +35,17 @@ def _synchronize_device(index):
     npu.synchronize(None if index < 0 else index)
 
 
+def _memory(name):
+    """torch.npu's memory function ``name``, looked up at each call: its
+    module loads at the first."""
+
+    def call(*args):
+        return getattr(npu, name)(*args)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 # torch._C name -> what it becomes.
 REPLACEMENTS = {
     "_accelerator_getDeviceIndex": devices.current,  # C: no frame for compiled code
@@ -43,11 +54,11 @@ REPLACEMENTS = {
     "_accelerator_maybeExchangeDevice": _exchange_device,
     "_accelerator_synchronizeDevice": _synchronize_device,
     "_accelerator_isAllocatorInitialized": npu.is_initialized,
-    "_accelerator_getDeviceStats": memory.memory_stats_as_nested_dict,
-    "_accelerator_emptyCache": memory.empty_cache,
-    "_accelerator_resetPeakStats": memory.reset_peak_memory_stats,
-    "_accelerator_resetAccumulatedStats": memory.reset_accumulated_memory_stats,
-    "_accelerator_getMemoryInfo": memory.mem_get_info,
+    "_accelerator_getDeviceStats": _memory("memory_stats_as_nested_dict"),
+    "_accelerator_emptyCache": _memory("empty_cache"),
+    "_accelerator_resetPeakStats": _memory("reset_peak_memory_stats"),
+    "_accelerator_resetAccumulatedStats": _memory("reset_accumulated_memory_stats"),
+    "_accelerator_getMemoryInfo": _memory("mem_get_info"),
 }
 
 

@@ -8,22 +8,43 @@ bytes of live npu tensors, and each npu's random numbers come from a host
 generator of its own, which the npu kernels draw from.
 """
 
+import importlib
 import os
 
 import torch
 
-from . import amp, devices, memory, random  # noqa: F401  (torch.npu.random, as torch_npu's)
-from .memory import (empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info,
-                     memory_allocated, memory_reserved, memory_stats,
-                     memory_stats_as_nested_dict, memory_summary,
-                     reset_accumulated_memory_stats, reset_max_memory_allocated,
-                     reset_peak_memory_stats)
+from . import amp, devices, random  # noqa: F401  (torch.npu.random, as torch_npu's)
 from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                      manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
-from .streams import (Event, Stream, StreamContext, current_stream, default_stream, set_stream,
-                      stream)
-from .typed_tensors import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor,
-                            FloatTensor, HalfTensor, IntTensor, LongTensor, ShortTensor)
+
+# The parts a script may never use load at their first use (streams and
+# events, memory figures, the legacy typed tensors): name -> its module.
+_LAZY = {
+    **dict.fromkeys(("Event", "Stream", "StreamContext", "current_stream", "default_stream",
+                     "set_stream", "stream"), "streams"),
+    **dict.fromkeys(("empty_cache", "max_memory_allocated", "max_memory_reserved",
+                     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
+                     "memory_stats_as_nested_dict", "memory_summary",
+                     "reset_accumulated_memory_stats", "reset_max_memory_allocated",
+                     "reset_peak_memory_stats"), "memory"),
+    **dict.fromkeys(("BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor",
+                     "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"),
+                    "typed_tensors"),
+    "memory": None,  # the module itself, as torch.cuda.memory
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
+    module = importlib.import_module(f"{__package__}.{_LAZY[name] or name}")
+    value = module if _LAZY[name] is None else getattr(module, name)
+    globals()[name] = value  # found in the module's dict from now on
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
@@ -134,6 +155,8 @@ class _NPUDeviceProperties:
                  "is_integrated")
 
     def __init__(self):
+        from . import memory
+
         self.name = DEVICE_NAME
         self.total_memory = memory.total_memory()
         self.major, self.minor = 0, 0
@@ -173,7 +196,5 @@ def get_amp_supported_dtype():
 # Each npu has its own host generator (random.py, imported above); memory
 # figures come from the C core's count of live npu tensors (memory.py).
 
-# One generator per visible npu, set when the device is installed.  A plain
-# attribute, not a module __getattr__, which would run Python code and
-# raise on every failed lookup on torch.npu (the rules make about a hundred).
+# One generator per visible npu, set when the device is installed.
 default_generators = ()

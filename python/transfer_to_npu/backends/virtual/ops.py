@@ -10,7 +10,7 @@ The ops here need more than that:
   tensor points at, which a cpu alias cannot do;
 * the ``*_overrideable`` convolutions are how torch hands convolutions to a
   custom device; they run as the host's own ``convolution``;
-* random ops draw from the npu's generators (``random.py``);
+* random ops draw from the npu's generators (``random_ops.py``);
 * CUDA-only kernels torch calls for every accelerator (``rnn.py``), and
   attention, whose kernel torch chooses per device (``attention.py``).
 
@@ -30,7 +30,7 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import attention, factories, random, registry, rnn, storage
+from . import attention, factories, random_ops, registry, rnn, storage
 from .factories import host as _host, is_npu as _is_npu, op_of
 
 aten = torch.ops.aten
@@ -488,7 +488,7 @@ def classify(op):
     base_pos = _view_base_position(op._schema)
     if base_pos is not None:
         return _make_view(op, base_pos)
-    seeded = random.handler(op, _run)
+    seeded = random_ops.handler(op, _run)
     if seeded is not None:
         return seeded
     if any(_takes_host_tensors(a) for a in op._schema.arguments):

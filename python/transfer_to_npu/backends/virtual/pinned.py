@@ -63,10 +63,18 @@ def _npu_is_pinned(self, device=None):
 
 
 def install():
+    """Pinning cpu tensors: at import, as a DataLoader may pin before any
+    npu tensor exists."""
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_pin_memory", _pin_memory, "CPU")
     lib.impl("is_pinned", _is_pinned, "CPU")
+    _libraries.append(lib)
+    _C.pin_made(_pin_made)
+
+
+def register():
+    """Asking to pin an npu tensor: at the first npu tensor."""
+    lib = torch.library.Library("aten", "IMPL")
     lib.impl("_pin_memory", _npu_pin_memory, "PrivateUse1")
     lib.impl("is_pinned", _npu_is_pinned, "PrivateUse1")
     _libraries.append(lib)
-    _C.pin_made(_pin_made)

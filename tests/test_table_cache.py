@@ -1,0 +1,200 @@
+"""The mapping table is data, kept per torch build and read back by the
+next process instead of being derived again; what a row names is found
+when it is first needed.  The table read is the table derived, and a
+cache that is stale, damaged or not this user's is derived again."""
+import glob
+import marshal
+import os
+
+import pytest
+
+import transfer_to_npu
+from conftest import run_python
+
+# The table, whether it came from the file, which of the package's modules
+# the import loaded, and a migrated call.
+PROBE = """
+import sys, torch, transfer_to_npu
+from transfer_to_npu import _table
+loaded = sorted(n for n in sys.modules if n.startswith("transfer_to_npu."))
+table = sorted((m["source"], m["target"], m["kind"]) for m in transfer_to_npu.mappings())
+x = torch.ones(2, device="cuda") + 1
+print(repr((_table.from_file(transfer_to_npu.backend), loaded, table, str(x.device))))
+"""
+
+
+def _run(cache_dir, site=None, code=PROBE, script=None):
+    """Run code in a fresh interpreter (from the file `script`, when given:
+    TorchScript reads the source of what it compiles)."""
+    env = {"TRANSFER_TO_NPU_CACHE_DIR": str(cache_dir), "TRANSFER_TO_NPU_BACKEND": "virtual"}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    if script is not None:
+        script.write_text(code)
+    proc = run_python([str(script)] if script is not None else ["-c", code], env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _probe(cache_dir, site=None):
+    from_file, loaded, table, device = eval(_run(cache_dir, site).strip().splitlines()[-1])
+    assert device == "npu:0"
+    return from_file, set(loaded), table
+
+
+def _table_file(cache_dir):
+    (path,) = glob.glob(os.path.join(str(cache_dir), "torch-*", "table-virtual.marshal"))
+    return path
+
+
+def test_written_then_read_without_the_rules(tmp_path):
+    first, loaded_first, derived = _probe(tmp_path)
+    assert not first and "transfer_to_npu._rules.cuda_module" in loaded_first
+    again, loaded, read = _probe(tmp_path)
+    assert again and read == derived and len(read) > 200
+    # Neither the rules nor the parts of torch.npu a row names are loaded.
+    assert not any(n.startswith("transfer_to_npu._rules") for n in loaded)
+    for part in ("streams", "memory", "typed_tensors"):
+        assert f"transfer_to_npu.backends.virtual.{part}" not in loaded
+
+
+def test_the_rows_read_are_the_rows_derived(tmp_path):
+    _probe(tmp_path)
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+from transfer_to_npu import _rules, _table
+from transfer_to_npu._rules import _row
+read = _table.rows(torch, "virtual")
+transfer_to_npu.disable()
+derived = _row.encode(_rules.derive(torch)[0])
+transfer_to_npu.enable()
+print(_table.from_file("virtual"), read == derived, len(read))
+""")
+    assert out.split()[:2] == ["True", "True"]
+
+
+def test_an_edited_rule_is_derived_again(tmp_path, site):
+    cache = tmp_path / "cache"
+    _probe(cache, site)
+    assert _probe(cache, site)[0]
+    path = site / "transfer_to_npu" / "_rules" / "data.py"
+    path.write_text(path.read_text().replace('"torch.utils.data.DataLoader", "device_arg"',
+                                             '"torch.utils.data.DataLoader (edited)", "device_arg"'))
+    from_file, _, table = _probe(cache, site)
+    assert not from_file
+    assert ("torch.utils.data.DataLoader", "torch.utils.data.DataLoader (edited)",
+            "device_arg") in table
+    from_file, _, again = _probe(cache, site)
+    assert from_file and again == table
+
+
+def _rewrite(path, change):
+    with open(path, "rb") as f:
+        key, depends, table, factories = marshal.load(f)
+    with open(path, "wb") as f:
+        marshal.dump(change(key, depends, table, factories), f)
+
+
+@pytest.mark.parametrize("how", [
+    "empty", "not marshal", "cut", "another backend", "a stale dependency",
+    "rows the core refuses", "a row naming nothing"])
+def test_a_bad_table_is_derived_again_and_rewritten(tmp_path, how):
+    _, _, derived = _probe(tmp_path)
+    path = _table_file(tmp_path)
+    data = open(path, "rb").read()
+    if how == "empty":
+        open(path, "wb").close()
+    elif how == "not marshal":
+        open(path, "wb").write(b"\xff" * 64)
+    elif how == "cut":
+        open(path, "wb").write(data[:len(data) // 2])
+    elif how == "another backend":
+        _rewrite(path, lambda k, d, t, f: ((k[0], k[1], "torch_npu", "2.1"), d, t, f))
+    elif how == "a stale dependency":
+        _rewrite(path, lambda k, d, t, f: (k, ((d[0][0], (1, 2, 3)),) + d[1:], t, f))
+    elif how == "rows the core refuses":
+        _rewrite(path, lambda k, d, t, f: (k, d, (("torch.cuda.x", 1),) + t, f))
+    else:
+        # Read, installed, and refused by the C core when it resolves the
+        # value this row puts in place.
+        bad = ("torch.cuda.bogus", "nowhere", "constant", transfer_to_npu._C.MODE_REPLACE,
+               "torch.cuda", "bogus_name", "torch:no_such_thing", -1, False, (), False, False)
+        _rewrite(path, lambda k, d, t, f: (k, d, t + (bad,), f))
+    from_file, _, table = _probe(tmp_path)
+    assert not from_file and table == derived
+    from_file, _, table = _probe(tmp_path)
+    assert from_file and table == derived
+
+
+def test_a_table_others_may_have_written_is_not_used(tmp_path):
+    _probe(tmp_path)
+    path = _table_file(tmp_path)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    os.chmod(path, 0o666)
+    assert not _probe(tmp_path)[0]
+    assert os.stat(path).st_mode & 0o777 == 0o600 and _probe(tmp_path)[0]
+
+
+def test_off_with_the_other_caches(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert not _probe("")[0] and not _probe("")[0]
+    assert os.listdir(tmp_path) == []
+
+
+def test_what_a_row_names_loads_at_its_first_use(tmp_path):
+    _probe(tmp_path)
+    out = _run(tmp_path, script=tmp_path / "probe.py", code="""
+import sys, torch, transfer_to_npu
+def loaded(part):
+    return f"transfer_to_npu.{part}" in sys.modules
+parts = ("backends.virtual.streams", "backends.virtual.memory",
+         "backends.virtual.typed_tensors", "_rules.jit")
+print([loaded(p) for p in parts])
+s = torch.cuda.Stream()
+e = torch.Event(device="cuda")
+print(torch.cuda.memory_allocated() >= 0, isinstance(torch.ones(1).cuda(), torch.cuda.FloatTensor))
+def add_ones(x):
+    return x + torch.ones(2, device="cuda")
+f = torch.jit.script(add_ones)
+print(s.device, e.device, f(torch.ones(2, device="cuda")).tolist())
+print([loaded(p) for p in parts])
+""")
+    lines = out.strip().splitlines()
+    assert lines == ["[False, False, False, False]", "True True",
+                     "npu:0 npu:0 [2.0, 2.0]", "[True, True, True, True]"]
+
+
+def test_references_reach_only_torch_and_this_package():
+    from transfer_to_npu import _table
+
+    assert _table.resolve("torch:cuda", None) is __import__("torch").cuda
+    with pytest.raises(RuntimeError, match="'os:getcwd'.*not torch's"):
+        _table.resolve("os:getcwd", None)
+    with pytest.raises(RuntimeError, match="'torch:no_such_thing' cannot be found"):
+        _table.resolve("torch:no_such_thing", None)
+    with pytest.raises(RuntimeError, match="not transfer_to_npu's, to make a target"):
+        _table.resolve("torch:cuda()", None)
+
+
+def test_a_target_that_cannot_be_found_fails_its_call_not_the_import(tmp_path):
+    """A row whose target is gone (a table the checks let through) raises,
+    naming it, where that API is called; the rest works."""
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+from transfer_to_npu import _C, _table
+rows = [r for r in _table.rows(torch, "virtual") if r[0] != "torch.cuda.synchronize"]
+rows.append(("torch.cuda.synchronize", "torch.npu.gone", "function", _C.MODE_REDIRECT,
+             "torch.cuda", "synchronize", "torch:npu.gone", -1, False, ()))
+transfer_to_npu.disable()
+_C.enable(rows, _table.resolve)
+try:
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("raised", "'torch:npu.gone'" in str(e))
+print(torch.ones(2, device="cuda").device, torch.cuda.is_available())
+transfer_to_npu.disable()
+transfer_to_npu.enable()
+torch.cuda.synchronize()
+print("restored")
+""")
+    assert out.split() == ["raised", "True", "npu:0", "True", "restored"]

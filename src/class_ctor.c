@@ -91,7 +91,8 @@ check_npu_class(ttn_entry *entry, PyTypeObject *type, PyObject *cls)
 }
 
 /* The class that makes the npu's objects (a new reference), found at its
- * first use when the row names it; NULL with an error set. */
+ * first use when the row names it; NULL with an error set, or without one
+ * when migration was disabled meanwhile. */
 static PyTypeObject *
 npu_class_of(ttn_class_ctor *rec)
 {
@@ -100,11 +101,8 @@ npu_class_of(ttn_class_ctor *rec)
 
     if (rec->npu_class != NULL)
         return (PyTypeObject *)Py_NewRef(rec->npu_class);
-    if (rec->npu_ref == NULL || st == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "%s: migration was disabled meanwhile",
-                     rec->type->tp_name);
-        return NULL;
-    }
+    if (rec->npu_ref == NULL || st == NULL)
+        return NULL; /* disabled meanwhile: torch's own constructor serves */
     /* Resolving runs Python code, which may disable (and clear the
      * record): what it needs is held, and the record is filled only if it
      * is still this state's. */
@@ -178,8 +176,11 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (r) {
             /* Held: its __new__ runs Python code, which may disable. */
             npu_class = npu_class_of(rec);
-            if (npu_class == NULL)
+            if (npu_class == NULL) {
+                if (!PyErr_Occurred())
+                    result = rec->original_new(type, args, kwds);
                 goto exit;
+            }
             /* Only made here: type_call initialises what this returns. */
             result = npu_class->tp_new(npu_class, args, kwds);
             goto exit;

@@ -386,7 +386,7 @@ exit:
 int
 ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name)
 {
-    PyObject *rows;
+    PyObject *rows, *snapshot = NULL;
     Py_ssize_t i;
     int rc = -1;
 
@@ -394,14 +394,31 @@ ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name)
     if (rows == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(rows);
-    if (PyDict_DelItem(st->deferred, name) < 0)
+    /* Installing runs Python code (a resolver), which must not change the
+     * rows under it. */
+    snapshot = PyList_AsTuple(rows);
+    if (snapshot == NULL || PyDict_DelItem(st->deferred, name) < 0)
         goto exit;
-    for (i = 0; i < PyList_GET_SIZE(rows); i++)
-        if (install_row(module, st, PyList_GET_ITEM(rows, i), NULL) < 0)
-            goto exit;
+    st->installing++;
+    for (i = 0; i < PyTuple_GET_SIZE(snapshot); i++)
+        if (install_row(module, st, PyTuple_GET_ITEM(snapshot, i), NULL) < 0)
+            break;
+    st->installing--;
+    if (i < PyTuple_GET_SIZE(snapshot)) {
+        /* The import fails, and importlib forgets the module: the rows
+         * wait for it to be imported again. */
+        PyObject *type, *value, *tb;
+
+        PyErr_Fetch(&type, &value, &tb);
+        if (PyDict_SetItem(st->deferred, name, rows) < 0)
+            PyErr_WriteUnraisable(name);
+        PyErr_Restore(type, value, tb);
+        goto exit;
+    }
     rc = 0;
 
 exit:
+    Py_XDECREF(snapshot);
     Py_DECREF(rows);
     return rc;
 }
@@ -429,6 +446,31 @@ uninstall(ttn_state *st)
     return rc;
 }
 
+/* All or nothing: an enable() that fails leaves torch as it was, and its
+ * error pending. */
+static void
+undo_enable(ttn_state *st)
+{
+    PyObject *type, *value, *tb;
+
+    PyErr_Fetch(&type, &value, &tb);
+    if (uninstall(st) < 0)
+        PyErr_WriteUnraisable(NULL);
+    PyErr_Restore(type, value, tb);
+}
+
+/* enable() and disable() while rows are being installed (from code a
+ * resolver runs) would leave torch half patched. */
+static int
+refuse_while_installing(ttn_state *st, const char *what)
+{
+    if (st->installing == 0)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "%s() called while the mapping table is being installed",
+                 what);
+    return -1;
+}
+
 static PyObject *
 module_enable(PyObject *module, PyObject *args)
 {
@@ -439,6 +481,8 @@ module_enable(PyObject *module, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "O|O:enable", &rows, &resolver))
         return NULL;
+    if (refuse_while_installing(st, "enable") < 0)
+        return NULL;
     if (st->enabled)
         Py_RETURN_NONE;
     if (resolver != Py_None && !PyCallable_Check(resolver)) {
@@ -446,31 +490,25 @@ module_enable(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_XSETREF(st->resolver, resolver == Py_None ? NULL : Py_NewRef(resolver));
-    seq = PySequence_Fast(rows, "enable() takes a sequence of table rows");
+    /* A tuple of its own: installing runs Python code (a resolver), which
+     * must not change the rows under it. */
+    seq = PySequence_Tuple(rows);
     if (seq == NULL)
         goto exit;
-    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        if (install_row(module, st, PySequence_Fast_GET_ITEM(seq, i), &memo) < 0) {
-            /* All or nothing: never leave torch half patched. */
-            PyObject *type, *value, *tb;
-
-            PyErr_Fetch(&type, &value, &tb);
-            if (uninstall(st) < 0)
-                PyErr_WriteUnraisable(NULL);
-            PyErr_Restore(type, value, tb);
-            goto exit;
-        }
+    st->installing++;
+    for (i = 0; i < PyTuple_GET_SIZE(seq); i++)
+        if (install_row(module, st, PyTuple_GET_ITEM(seq, i), &memo) < 0)
+            break;
+    st->installing--;
+    if (i < PyTuple_GET_SIZE(seq)) {
+        undo_enable(st);
+        goto exit;
     }
     /* Enabled before the hook goes in: rows for modules imported from now on
      * are installed by it. */
     st->enabled = 1;
     if (PyDict_GET_SIZE(st->deferred) > 0 && ttn_import_hook_install(module, st) < 0) {
-        PyObject *type, *value, *tb;
-
-        PyErr_Fetch(&type, &value, &tb);
-        if (uninstall(st) < 0)
-            PyErr_WriteUnraisable(NULL);
-        PyErr_Restore(type, value, tb);
+        undo_enable(st);
         goto exit;
     }
     result = Py_NewRef(Py_None);
@@ -484,8 +522,10 @@ exit:
 static PyObject *
 module_disable(PyObject *module, PyObject *unused)
 {
+    ttn_state *st = ttn_get_state(module);
+
     (void)unused;
-    if (uninstall(ttn_get_state(module)) < 0)
+    if (refuse_while_installing(st, "disable") < 0 || uninstall(st) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -615,7 +655,11 @@ module_rebind(PyObject *module, PyObject *args)
             goto exit;
         if (r == 0)
             continue;
+        /* Setting a module's attribute may run code that must not
+         * disable meanwhile. */
+        st->installing++;
         n = ttn_rebind(st, value);
+        st->installing--;
         if (n < 0)
             goto exit;
         total += n;
@@ -656,15 +700,20 @@ static PyObject *
 module_alias_installed(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *table, *pairs, *key = NULL, *own = NULL, *pair = NULL, *result = NULL;
-    const ttn_ptrmap_item *item;
-    Py_ssize_t added = 0;
+    PyObject *table, *pairs, *wrappers = NULL, *key = NULL, *own = NULL, *pair = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t added = 0, i;
 
     if (!PyArg_ParseTuple(args, "O!O!:alias_installed", &PyDict_Type, &table, &PyList_Type,
                           &pairs))
         goto exit;
-    for (item = st->replacements.items; item != NULL; item = item->hh.next) {
-        PyObject *wrapper = (PyObject *)item->value, *value;
+    /* A list of its own: the dict look-ups below may run code (a key's
+     * __eq__, a collection's finalisers) that disables. */
+    wrappers = module_installed(module, NULL);
+    if (wrappers == NULL)
+        goto exit;
+    for (i = 0; i < PyList_GET_SIZE(wrappers); i++) {
+        PyObject *wrapper = PyList_GET_ITEM(wrappers, i), *value;
         int has;
 
         if (ttn_unwrap(st, wrapper) == wrapper)
@@ -699,6 +748,7 @@ module_alias_installed(PyObject *module, PyObject *args)
     result = PyLong_FromSsize_t(added);
 
 exit:
+    Py_XDECREF(wrappers);
     Py_XDECREF(key);
     Py_XDECREF(own);
     Py_XDECREF(pair);

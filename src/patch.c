@@ -99,6 +99,8 @@ ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replac
     if (record(st, owner, name, original) < 0)
         goto exit;
     if (set_slot(owner, name, replacement) < 0) {
+        /* The record just made (enable() and disable() refuse to run
+         * meanwhile, so it is still the last). */
         ttn_patch *r = &st->patches[--st->npatches];
 
         Py_DECREF(r->owner);

@@ -91,6 +91,7 @@ typedef struct ttn_state {
     ttn_ptrmap replacements; /* original -> its replacement (strong), while enabled */
     PyObject *deferred;      /* module name -> rows waiting for its import */
     PyObject *resolver;      /* resolver(ref, original) -> what a row's reference names */
+    int installing;          /* rows are being installed (enable() and disable() refuse) */
     PyObject *import_hook;   /* our finder on sys.meta_path */
     PyTypeObject *import_hook_type;
     PyTypeObject *post_import_type;

@@ -43,7 +43,7 @@ free_entry(ttn_entry *e)
         free(s->where);
         free(s);
     }
-    free(e->source);
+    /* source lives in e's own block */
     free(e->target);
     free(e->kind);
     free(e);
@@ -63,25 +63,31 @@ ttn_entry *
 ttn_table_add(ttn_table *t, const char *source, const char *target,
               const char *kind, int *created)
 {
-    ttn_entry *e = ttn_table_find(t, source);
+    size_t n = strlen(source);
+    unsigned hash;
+    ttn_entry *e = NULL;
 
     if (created != NULL)
         *created = 0;
+    /* Hashed once for the look-up and the insertion. */
+    HASH_VALUE(source, n, hash);
+    HASH_FIND_BYHASHVALUE(hh, t->entries, source, n, hash, e);
     if (e != NULL) {
         if (replace_str(&e->target, target) < 0 || replace_str(&e->kind, kind) < 0)
             return NULL;
         return e;
     }
-    e = calloc(1, sizeof(*e));
+    /* The key, which never changes, in the entry's own block. */
+    e = calloc(1, sizeof(*e) + n + 1);
     if (e == NULL)
         return NULL;
-    e->source = dup_str(source);
+    e->source = memcpy((char *)(e + 1), source, n + 1);
     e->target = dup_str(target);
     e->kind = dup_str(kind);
-    if (e->source == NULL || e->target == NULL || e->kind == NULL)
+    if (e->target == NULL || e->kind == NULL)
         goto error;
     ttn_uthash_oom = 0;
-    HASH_ADD_KEYPTR(hh, t->entries, e->source, strlen(e->source), e);
+    HASH_ADD_KEYPTR_BYHASHVALUE(hh, t->entries, e->source, n, hash, e);
     if (ttn_uthash_oom)
         goto error;
     if (created != NULL)
@@ -89,7 +95,6 @@ ttn_table_add(ttn_table *t, const char *source, const char *target,
     return e;
 
 error:
-    free(e->source);
     free(e->target);
     free(e->kind);
     free(e);

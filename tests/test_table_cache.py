@@ -43,7 +43,7 @@ def _probe(cache_dir, site=None):
 
 
 def _table_file(cache_dir):
-    (path,) = glob.glob(os.path.join(str(cache_dir), "torch-*", "table-virtual.marshal"))
+    (path,) = glob.glob(os.path.join(str(cache_dir), "torch-*", "table-virtual-*.marshal"))
     return path
 
 
@@ -73,17 +73,23 @@ print(_table.from_file("virtual"), read == derived, len(read))
     assert out.split()[:2] == ["True", "True"]
 
 
+def _edit_rule(site, label):
+    """Edit the DataLoader rule in a copy of the package: the row it makes."""
+    path = site / "transfer_to_npu" / "_rules" / "data.py"
+    path.write_text(path.read_text().replace(
+        '"torch.utils.data.DataLoader", "device_arg"',
+        f'"torch.utils.data.DataLoader ({label})", "device_arg"'))
+    return ("torch.utils.data.DataLoader", f"torch.utils.data.DataLoader ({label})",
+            "device_arg")
+
+
 def test_an_edited_rule_is_derived_again(tmp_path, site):
     cache = tmp_path / "cache"
     _probe(cache, site)
     assert _probe(cache, site)[0]
-    path = site / "transfer_to_npu" / "_rules" / "data.py"
-    path.write_text(path.read_text().replace('"torch.utils.data.DataLoader", "device_arg"',
-                                             '"torch.utils.data.DataLoader (edited)", "device_arg"'))
+    edited = _edit_rule(site, "edited")
     from_file, _, table = _probe(cache, site)
-    assert not from_file
-    assert ("torch.utils.data.DataLoader", "torch.utils.data.DataLoader (edited)",
-            "device_arg") in table
+    assert not from_file and edited in table
     from_file, _, again = _probe(cache, site)
     assert from_file and again == table
 
@@ -97,7 +103,7 @@ def _rewrite(path, change):
 
 @pytest.mark.parametrize("how", [
     "empty", "not marshal", "cut", "another backend", "a stale dependency",
-    "rows the core refuses", "a row naming nothing"])
+    "damaged parts", "a row out of range", "rows the core refuses", "a row naming nothing"])
 def test_a_bad_table_is_derived_again_and_rewritten(tmp_path, how):
     _, _, derived = _probe(tmp_path)
     path = _table_file(tmp_path)
@@ -109,9 +115,13 @@ def test_a_bad_table_is_derived_again_and_rewritten(tmp_path, how):
     elif how == "cut":
         open(path, "wb").write(data[:len(data) // 2])
     elif how == "another backend":
-        _rewrite(path, lambda k, d, t, f: ((k[0], k[1], "torch_npu", "2.1"), d, t, f))
+        _rewrite(path, lambda k, d, t, f: (k[:-2] + ("torch_npu", "2.1"), d, t, f))
     elif how == "a stale dependency":
         _rewrite(path, lambda k, d, t, f: (k, ((d[0][0], (1, 2, 3)),) + d[1:], t, f))
+    elif how == "damaged parts":
+        _rewrite(path, lambda k, d, t, f: (k, d, t, ([1],)))
+    elif how == "a row out of range":
+        _rewrite(path, lambda k, d, t, f: (k, d, (t[0][:7] + (2 ** 40,) + t[0][8:],) + t[1:], f))
     elif how == "rows the core refuses":
         _rewrite(path, lambda k, d, t, f: (k, d, (("torch.cuda.x", 1),) + t, f))
     else:
@@ -198,3 +208,135 @@ torch.cuda.synchronize()
 print("restored")
 """)
     assert out.split() == ["raised", "True", "npu:0", "True", "restored"]
+
+
+def test_each_installed_copy_has_its_own_table(tmp_path, site):
+    """Another copy of the package (a second environment), whose files
+    stayed as they were, never runs this one's table."""
+    cache = tmp_path / "cache"
+    _probe(cache)
+    edited = _edit_rule(site, "copy")
+    from_file, _, table = _probe(cache, site)
+    assert not from_file and edited in table
+    assert _probe(cache)[0] and _probe(cache, site)[0]
+
+
+def test_a_target_imported_by_another_thread_meanwhile_is_waited_for(tmp_path):
+    _probe(tmp_path)
+    out = _run(tmp_path, code="""
+import sys, threading, time, torch, transfer_to_npu
+
+class Slow:
+    # Runs streams.py slowly, so that a second thread asks for it meanwhile.
+    def find_spec(self, name, path=None, target=None):
+        if name != "transfer_to_npu.backends.virtual.streams":
+            return None
+        sys.meta_path.remove(self)
+        spec = __import__("importlib").util.find_spec(name)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            time.sleep(0.3)
+            run(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Slow())
+errors = []
+def call(f):
+    try:
+        f()
+    except Exception as e:
+        errors.append(repr(e))
+a = threading.Thread(target=call, args=(lambda: torch.cuda.current_stream(),))
+b = threading.Thread(target=call, args=(lambda: torch.Stream("cuda"),))
+a.start(); time.sleep(0.1); b.start(); a.join(); b.join()
+print(errors)
+""")
+    assert out.strip() == "[]"
+
+
+def test_a_deferred_row_that_fails_waits_for_the_next_import(tmp_path):
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+from transfer_to_npu import _C, _table
+failed = []
+def resolve(ref, original):
+    if ref.endswith("device_constructors()") and not failed:
+        failed.append(ref)
+        raise RuntimeError("resolution failed once")
+    return _table.resolve(ref, original)
+transfer_to_npu.disable()
+_C.enable(_table.rows(torch, "virtual"), resolve)
+try:
+    import torch.utils._device
+except RuntimeError as e:
+    print("raised", e)
+with torch.device("cuda"):
+    print(torch.ones(1).device)
+""")
+    assert out.split() == ["raised", "resolution", "failed", "once", "npu:0"]
+
+
+def test_a_held_factory_set_stays_torchs_after_disable(tmp_path):
+    """Code that took torch's own _device_constructors before the import
+    (torch's compiler does) gets the builtins from it, during migration and
+    after."""
+    out = _run(tmp_path, code="""
+import torch, torch.utils._device
+held = torch.utils._device._device_constructors
+import transfer_to_npu
+print(torch._C._VariableFunctions.ones in held())
+transfer_to_npu.disable()
+with torch.device("meta"):
+    print(torch.ones(2).device)
+""")
+    assert out.split() == ["True", "meta"]
+
+
+def test_a_reused_descriptor_never_feeds_the_code_cache(tmp_path):
+    """A process that closes descriptors it did not open (a daemon) and
+    opens another file under the number: modules imported later are read
+    from their own files, never from that one."""
+    _probe(tmp_path)
+    _probe(tmp_path)  # the code cache holds every module
+    out = _run(tmp_path, code="""
+import marshal, os, tempfile, torch, transfer_to_npu
+cache = transfer_to_npu._code_cache._cache
+entry = cache.entries["transfer_to_npu.backends.virtual.streams"]
+fd, offset = cache.fd, cache.code_start + entry[4]
+os.close(fd)
+decoy = os.path.join(tempfile.mkdtemp(), "decoy")
+with open(decoy, "wb") as f:
+    f.write(bytes(offset) + marshal.dumps(compile("print('DECOY RAN')", "decoy", "exec")))
+assert os.open(decoy, os.O_RDONLY) == fd
+print(torch.cuda.Stream().device)
+""")
+    assert out.split() == ["npu:0"]
+
+
+def test_the_core_refuses_to_be_disabled_while_installing(tmp_path):
+    """Code a resolver runs can neither disable nor change the rows under
+    enable(): it fails whole, and torch is left as it was."""
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+from transfer_to_npu import _C, _table
+rows = _table.rows(torch, "virtual")
+def disabling(ref, original):
+    _C.disable()
+def clearing(ref, original):
+    rows.clear()
+    return _table.resolve(ref, original)
+original = torch.cuda.current_device
+transfer_to_npu.disable()
+original = torch.cuda.current_device
+try:
+    _C.enable(rows, disabling)
+except RuntimeError as e:
+    print("refused:", "being installed" in str(e))
+print(_C.is_enabled(), torch.cuda.current_device is original, torch.device("cuda").type)
+_C.enable(list(rows), clearing)
+print(_C.is_enabled(), len(rows), torch.device("cuda").type,
+      all(isinstance(m["source"], str) for m in transfer_to_npu.mappings()))
+""")
+    assert out.split() == ["refused:", "True", "False", "True", "cuda", "True", "0", "npu",
+                           "True"]

@@ -22,7 +22,7 @@ typedef struct ttn_site {
 } ttn_site;
 
 typedef struct ttn_entry {
-    char *source; /* key, owned */
+    char *source; /* key, in the entry's own allocation */
     char *target; /* owned */
     char *kind;   /* owned */
     uint64_t calls;

@@ -66,6 +66,18 @@ def _visible_devices():
         os.environ["ASCEND_RT_VISIBLE_DEVICES"] = cuda
 
 
+def _warm_torch_caches():
+    """torch caches the set of its factories at its first use: filled
+    after the patches, it would hold the wrappers where torch compares the
+    builtins (`with torch.device(...)` would stop placing tensors, for
+    anyone who holds that function).  Imported already, it is filled now;
+    imported later, the table replaces it as it is imported (a row of
+    _rules/factories.py)."""
+    device_context = sys.modules.get("torch.utils._device")
+    if device_context is not None:
+        device_context._device_constructors()
+
+
 # Top-level packages whose globals never hold a name bound by the user: the
 # standard library, torch (but for torch.cuda's own modules) and this one,
 # and the packages torch depends on, which it imports and which never import
@@ -122,9 +134,10 @@ def enable():
         rows = _table.rows(torch, name)
         _torch_facts.save()  # what the backend and the rules learnt from torch
         timed("rows")
+        _warm_torch_caches()
         try:
             _C.enable(rows, _table.resolve)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, OverflowError, RuntimeError):
             if not _table.from_file(name):
                 raise
             # A cache file whose rows the C core refuses (damaged past what

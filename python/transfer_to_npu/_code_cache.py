@@ -158,7 +158,7 @@ class _Loader(SourceFileLoader):
             self._packed = None
         # Stated before it is read: a source edited meanwhile is newer than
         # its entry, hence read again next time.
-        stamp = _stamp(self.path)
+        stamp = _cache.stamps[self.path] = _stamp(self.path)
         code = super().get_code(fullname)
         if stamp is not None and code is not None and fullname == self.name:
             _cache.learnt[fullname] = (self.path, stamp, self.is_package(fullname), code)
@@ -172,6 +172,7 @@ class _Cache:
         self.path = None
         self.key = None
         self.fd = None  # the file, open while the process may import
+        self.file_id = None  # its (st_dev, st_ino), checked before each read
         self.code_start = self.code_size = 0
         self.entries = {}
         self.learnt = {}  # name -> (source path, its stamp, is a package, code)
@@ -186,22 +187,42 @@ class _Cache:
         name = f"code-{sys.implementation.cache_tag}-opt{sys.flags.optimize}"
         self.path = os.path.join(
             directory, f"{name}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
-        opened = open_trusted(self.path)
+        opened = open_trusted(self.path) if hasattr(os, "pread") else None
         if opened is None:
             return True
         self.fd, size = opened
         try:
+            stat = os.fstat(self.fd)
+            self.file_id = (stat.st_dev, stat.st_ino)
             length = int.from_bytes(os.pread(self.fd, _LENGTH, 0), "little")
-            if not 0 < length <= size - _LENGTH:
-                return True
-            key, entries = marshal.loads(os.pread(self.fd, length, _LENGTH))
+            if 0 < length <= size - _LENGTH:
+                key, entries = marshal.loads(os.pread(self.fd, length, _LENGTH))
+                self.code_start, self.code_size = _LENGTH + length, size - _LENGTH - length
+                if key == self.key and isinstance(entries, dict) and all(
+                        self._well_formed(e) for e in entries.values()):
+                    self.entries = entries
         except (OSError,) + _DAMAGED:
-            return True
-        self.code_start, self.code_size = _LENGTH + length, size - _LENGTH - length
-        if key == self.key and isinstance(entries, dict) and all(
-                self._well_formed(e) for e in entries.values()):
-            self.entries = entries
+            pass
+        if not self.entries:
+            self._close()
         return True
+
+    def _ours(self):
+        """Whether the descriptor is still the cache file's: a process may
+        close descriptors it did not open (a daemon's closerange), and the
+        number then names another file."""
+        try:
+            stat = os.fstat(self.fd)
+        except (OSError, TypeError):
+            return False
+        return (stat.st_dev, stat.st_ino) == self.file_id
+
+    def _close(self):
+        """Stop reading the file: the package's modules are imported from
+        their files from now on."""
+        if self.fd is not None and self._ours():
+            os.close(self.fd)
+        self.fd, self.entries = None, {}
 
     def _well_formed(self, entry):
         """Whether an entry of a damaged file could not fail an import."""
@@ -214,11 +235,14 @@ class _Cache:
                 and 0 <= offset and 0 <= length <= self.code_size - offset)
 
     def _code_of(self, entry):
-        """An entry's marshalled code; short (damaged) when the file was
-        cut meanwhile."""
+        """An entry's marshalled code; short (damaged) when the file was cut
+        meanwhile or the descriptor is no longer the file's."""
+        if not self._ours():
+            self._close()
+            return b""
         try:
             return os.pread(self.fd, entry[_CODE_LENGTH], self.code_start + entry[_OFFSET])
-        except (OSError, TypeError):  # TypeError: closed at exit
+        except OSError:
             return b""
 
     def find_spec(self, fullname, path=None, target=None):
@@ -247,11 +271,9 @@ class _Cache:
         try:
             self._save()
         finally:
-            if self.fd is not None:
-                # Modules imported later (by other exit handlers) are read
-                # from their files.
-                os.close(self.fd)
-                self.fd, self.entries = None, {}
+            # Modules imported later (by other exit handlers) are read from
+            # their files.
+            self._close()
 
     def _save(self):
         if not self.learnt or self.path is None:

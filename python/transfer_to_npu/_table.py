@@ -24,6 +24,7 @@ import importlib
 import marshal
 import os
 import sys
+import zlib
 
 from . import _C, _code_cache, _torch_facts
 
@@ -31,8 +32,9 @@ FORMAT = 1
 
 _PACKAGE = __name__.rpartition(".")[0]
 
-# The only modules a reference may import: torch's, Ascend's and this
-# package's (a rule's stand-ins and factories are this package's).
+# The modules a reference starts from: torch's, Ascend's and this package's
+# (a rule's stand-ins and factories are this package's).  What guards what
+# a cached table names is the file's trust check (_code_cache.open_trusted).
 _ROOTS = ("torch", "torch_npu", _PACKAGE)
 
 # What marshal raises on damaged data.
@@ -74,9 +76,9 @@ def resolve(ref, original):
     try:
         if module_name.partition(".")[0] not in _ROOTS:
             raise ImportError(f"{module_name} is not torch's, torch_npu's or {_PACKAGE}'s")
-        obj = sys.modules.get(module_name)
-        if obj is None:
-            obj = importlib.import_module(module_name)
+        # Through the import system even when imported: a module another
+        # thread is still running is waited for, not read half made.
+        obj = importlib.import_module(module_name)
         for part in attrs.split(".") if attrs else ():
             obj = getattr(obj, part)
         if factory and not module_name.startswith(_PACKAGE + "."):
@@ -114,14 +116,20 @@ def _derive(torch, backend):
 
 # --- the file --------------------------------------------------------------
 
+# One table per installed copy of the package (the stamps of its files
+# tell an edit, not another copy whose files stayed as they were).
+_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+
+
 def _file(torch, backend):
-    return _torch_facts.file_path(torch, f"table-{backend}.marshal")
+    return _torch_facts.file_path(
+        torch, f"table-{backend}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
 
 
 def _key(backend):
     version = getattr(sys.modules.get("torch_npu"), "__version__", "") if backend != "virtual" \
         else ""
-    return (FORMAT, sys.implementation.cache_tag, backend, str(version))
+    return (FORMAT, sys.implementation.cache_tag, _DIRECTORY, backend, str(version))
 
 
 def _package_files():
@@ -143,8 +151,26 @@ def _save(torch, backend, encoded, factories):
     depends = tuple((f, _code_cache.stamp(f)) for f in _package_files())
     if any(stamp is None for _, stamp in depends):
         return
-    data = marshal.dumps((_key(backend), depends, tuple(encoded), tuple(sorted(factories))))
+    seen = {}
+    data = marshal.dumps((_key(backend), depends, _plain(tuple(encoded), seen),
+                          _plain(tuple(sorted(factories)), seen)))
     _code_cache.write_atomically(path, [data])
+
+
+def _plain(value, seen):
+    """value with each str a copy that is not interned, one per text: marshal
+    writes it once, and reading makes one object without looking it up in
+    the interpreter's table of interned strings (which, for the hundreds of
+    a table, cost a start more than the rest of reading it)."""
+    if type(value) is str:
+        copy = seen.get(value)
+        if copy is None:
+            copy = seen[value] = str(value.encode("utf-8", "surrogatepass"), "utf-8",
+                                     "surrogatepass")
+        return copy
+    if type(value) is tuple:
+        return tuple(_plain(v, seen) for v in value)
+    return value
 
 
 def _load(torch, backend):
@@ -161,11 +187,12 @@ def _load(torch, backend):
     try:
         if not all(_code_cache.stamp(f) == stamp for f, stamp in depends):
             return None
-    except (TypeError, ValueError):  # a damaged list of files
+        factories = frozenset(factories)
+    except (TypeError, ValueError):  # damaged
         return None
-    if not all(type(r) is tuple for r in table):
-        return None
-    return table, frozenset(factories), True
+    # Rows of the wrong shape are the C core's to refuse (enable() then
+    # derives the table again).
+    return table, factories, True
 
 
 def _user_rows(torch):

@@ -94,5 +94,8 @@ def encode(derived):
                 return None
         if owner is None or not _literal(target) or not _literal(r[9]):
             return None
-        out.append(r[:4] + (owner, r[5], target) + r[7:])
+        # A target spelled as its source is one string (marshal writes it
+        # once, and reading makes one object).
+        shown = r[0] if r[1] == r[0] else r[1]
+        out.append((r[0], shown) + r[2:4] + (owner, r[5], target) + r[7:])
     return out

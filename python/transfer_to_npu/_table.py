@@ -151,26 +151,8 @@ def _save(torch, backend, encoded, factories):
     depends = tuple((f, _code_cache.stamp(f)) for f in _package_files())
     if any(stamp is None for _, stamp in depends):
         return
-    seen = {}
-    data = marshal.dumps((_key(backend), depends, _plain(tuple(encoded), seen),
-                          _plain(tuple(sorted(factories)), seen)))
+    data = marshal.dumps((_key(backend), depends, tuple(encoded), tuple(sorted(factories))))
     _code_cache.write_atomically(path, [data])
-
-
-def _plain(value, seen):
-    """value with each str a copy that is not interned, one per text: marshal
-    writes it once, and reading makes one object without looking it up in
-    the interpreter's table of interned strings (which, for the hundreds of
-    a table, cost a start more than the rest of reading it)."""
-    if type(value) is str:
-        copy = seen.get(value)
-        if copy is None:
-            copy = seen[value] = str(value.encode("utf-8", "surrogatepass"), "utf-8",
-                                     "surrogatepass")
-        return copy
-    if type(value) is tuple:
-        return tuple(_plain(v, seen) for v in value)
-    return value
 
 
 def _load(torch, backend):

@@ -340,3 +340,19 @@ print(_C.is_enabled(), len(rows), torch.device("cuda").type,
 """)
     assert out.split() == ["refused:", "True", "False", "True", "cuda", "True", "0", "npu",
                            "True"]
+
+
+def test_torch_npu_is_whole_from_the_first_npu_tensor(tmp_path):
+    """Its lazy parts load at their first use or with the first npu tensor,
+    which also takes its module __getattr__ away: the interpreter
+    specialises no attribute look-up on a module that has one, and a
+    training loop spells torch.npu.X after its first tensor."""
+    _probe(tmp_path)
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+print("__getattr__" in vars(torch.npu), "Stream" in dir(torch.npu))
+x = torch.ones(1, device="cuda")
+print("__getattr__" in vars(torch.npu), all(n in vars(torch.npu) for n in
+      ("Stream", "memory_allocated", "FloatTensor", "memory")))
+""")
+    assert out.split() == ["True", "True", "False", "True"]

@@ -131,6 +131,7 @@ def complete():
             from . import autocast, hccl, npu, ops, pinned, storage_resize
 
             npu.init()  # its first tensor
+            npu.load_lazy()
 
             _C.host_handlers(ops.classify, ops.retry, ops.op_of)
             ops.register()

@@ -383,28 +383,37 @@ exit:
     return rc;
 }
 
+/* Install a tuple of rows (its own: installing runs Python code, a
+ * resolver, which must not change the rows under it), enable() and
+ * disable() refused meanwhile.  -1 with an error set at the first row
+ * that fails. */
+static int
+install_rows(PyObject *module, ttn_state *st, PyObject *rows, ttn_owner_memo *memo)
+{
+    Py_ssize_t i;
+    int rc = 0;
+
+    st->installing++;
+    for (i = 0; i < PyTuple_GET_SIZE(rows) && rc == 0; i++)
+        rc = install_row(module, st, PyTuple_GET_ITEM(rows, i), memo);
+    st->installing--;
+    return rc;
+}
+
 int
 ttn_install_deferred(PyObject *module, ttn_state *st, PyObject *name)
 {
     PyObject *rows, *snapshot = NULL;
-    Py_ssize_t i;
     int rc = -1;
 
     rows = PyDict_GetItemWithError(st->deferred, name);
     if (rows == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(rows);
-    /* Installing runs Python code (a resolver), which must not change the
-     * rows under it. */
     snapshot = PyList_AsTuple(rows);
     if (snapshot == NULL || PyDict_DelItem(st->deferred, name) < 0)
         goto exit;
-    st->installing++;
-    for (i = 0; i < PyTuple_GET_SIZE(snapshot); i++)
-        if (install_row(module, st, PyTuple_GET_ITEM(snapshot, i), NULL) < 0)
-            break;
-    st->installing--;
-    if (i < PyTuple_GET_SIZE(snapshot)) {
+    if (install_rows(module, st, snapshot, NULL) < 0) {
         /* The import fails, and importlib forgets the module: the rows
          * wait for it to be imported again. */
         PyObject *type, *value, *tb;
@@ -477,7 +486,6 @@ module_enable(PyObject *module, PyObject *args)
     ttn_state *st = ttn_get_state(module);
     PyObject *rows, *resolver = Py_None, *seq = NULL, *result = NULL;
     ttn_owner_memo memo = {NULL, NULL};
-    Py_ssize_t i;
 
     if (!PyArg_ParseTuple(args, "O|O:enable", &rows, &resolver))
         return NULL;
@@ -490,17 +498,10 @@ module_enable(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_XSETREF(st->resolver, resolver == Py_None ? NULL : Py_NewRef(resolver));
-    /* A tuple of its own: installing runs Python code (a resolver), which
-     * must not change the rows under it. */
     seq = PySequence_Tuple(rows);
     if (seq == NULL)
         goto exit;
-    st->installing++;
-    for (i = 0; i < PyTuple_GET_SIZE(seq); i++)
-        if (install_row(module, st, PyTuple_GET_ITEM(seq, i), &memo) < 0)
-            break;
-    st->installing--;
-    if (i < PyTuple_GET_SIZE(seq)) {
+    if (install_rows(module, st, seq, &memo) < 0) {
         undo_enable(st);
         goto exit;
     }

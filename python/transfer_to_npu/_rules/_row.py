@@ -35,7 +35,7 @@ device_objects, current_index)``:
 import sys
 import types
 
-from .. import _C
+from .. import _C, _table
 
 # The modes whose target is an object (named by reference in the table);
 # the other modes' targets are names and values.
@@ -49,16 +49,6 @@ def row(source, target, kind, mode, owner, name, target_obj=None, pos=-1, binds=
             current_index)
 
 
-def _lookup(path):
-    module_name, _, attrs = path.partition(":")
-    obj = sys.modules.get(module_name)
-    for part in attrs.split(".") if attrs and obj is not None else ():
-        obj = getattr(obj, part, None)
-        if obj is None:
-            break
-    return obj
-
-
 def ref_of(obj):
     """The path that reaches obj: a module's name, or "module:qualname" of
     a class or a function; None when none does."""
@@ -69,7 +59,11 @@ def ref_of(obj):
     if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
         return None
     path = f"{module}:{qualname}"
-    return sys.intern(path) if _lookup(path) is obj else None
+    try:
+        found = _table.resolve(path, None)  # as the C core will resolve it
+    except RuntimeError:
+        return None
+    return sys.intern(path) if found is obj else None
 
 
 def _literal(value):

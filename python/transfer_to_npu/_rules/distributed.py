@@ -48,10 +48,10 @@ def _position(fn, name):
 def rows(torch):
     if not torch.distributed.is_available():
         return []
+    import torch.distributed.device_mesh as device_mesh
     import torch.distributed.distributed_c10d as c10d
 
     from .. import backends
-    import torch.distributed.device_mesh as device_mesh
 
     dist = torch.distributed
     out = []

@@ -19,6 +19,7 @@ SOURCES = [
     "src/patch.c",
     "src/host_alias.c",
     "src/npu_method.c",
+    "src/lazy.c",
     "src/host_call.c",
     "src/log.c",
     "src/import_hook.c",

@@ -900,9 +900,10 @@ module_exec(PyObject *module)
     st->import_hook_type = add_type(module, &ttn_import_hook_spec);
     st->post_import_type = add_type(module, &ttn_post_import_spec);
     st->npu_method_type = add_type(module, &ttn_npu_method_spec);
+    st->lazy_type = add_type(module, &ttn_lazy_spec);
     if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL ||
         st->import_hook_type == NULL || st->post_import_type == NULL ||
-        st->npu_method_type == NULL)
+        st->npu_method_type == NULL || st->lazy_type == NULL)
         goto exit;
     /* Both: torch raises RuntimeError for a bad device string, and users
      * of a parser expect ValueError. */
@@ -926,7 +927,8 @@ module_exec(PyObject *module)
         PyModule_AddFunctions(module, ttn_host_call_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_rules_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_npu_method_methods) < 0)
+        PyModule_AddFunctions(module, ttn_npu_method_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_lazy_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
@@ -961,6 +963,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->import_hook_type);
     Py_VISIT(st->post_import_type);
     Py_VISIT(st->npu_method_type);
+    Py_VISIT(st->lazy_type);
     Py_VISIT(st->import_hook);
     Py_VISIT(st->deferred);
     Py_VISIT(st->resolver);
@@ -1015,6 +1018,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->import_hook_type);
     Py_CLEAR(st->post_import_type);
     Py_CLEAR(st->npu_method_type);
+    Py_CLEAR(st->lazy_type);
     Py_CLEAR(st->import_hook);
     Py_CLEAR(st->deferred);
     Py_CLEAR(st->resolver);

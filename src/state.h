@@ -132,6 +132,7 @@ typedef struct ttn_state {
                                 * 0 (unset: device 0); see npu_method.c */
     int current_seen;          /* some thread has made a device other than 0 current */
     PyTypeObject *npu_method_type;
+    PyTypeObject *lazy_type;
     PyObject *str_non_blocking;
     PyObject *str_memory_format;
     PyObject *str_pin_memory;
@@ -312,5 +313,9 @@ int ttn_current_device(ttn_state *st);
 int ttn_set_current_device(ttn_state *st, int index);
 extern PyType_Spec ttn_npu_method_spec;
 extern PyMethodDef ttn_npu_method_methods[];
+
+/* lazy.c */
+extern PyType_Spec ttn_lazy_spec;
+extern PyMethodDef ttn_lazy_methods[];
 
 #endif

@@ -225,3 +225,76 @@ def test_npu_is_initialized_at_its_first_use(use):
                       env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[-2] == "[False, False, False, True]", done.stdout
+
+
+LOADED_AT_FIRST_USE = """
+import inspect, sys, torch, transfer_to_npu
+PARTS = ("factories", "pinned", "storage", "methods", "ddp", "accelerator")
+def loaded():
+    return [p for p in PARTS if f"transfer_to_npu.backends.virtual.{p}" in sys.modules]
+print(loaded())
+p = torch.ones(3).pin_memory()
+print(p.is_pinned(), loaded())
+ddp = torch.nn.parallel.DistributedDataParallel
+print("find_unused_parameters" in inspect.signature(ddp.__init__).parameters, loaded())
+print(torch.Tensor.npu.__name__, loaded())
+torch.accelerator.set_device_index(0)
+print(torch.accelerator.current_device_index(), loaded())
+s = torch.UntypedStorage(2, device="cuda")
+print(s.device, loaded())
+"""
+
+
+def test_what_the_virtual_npu_puts_in_torch_loads_at_its_first_use():
+    """A process that never uses these parts (a DataLoader worker, a tool)
+    does not load them; the first use does, and gets the same answers."""
+    done = run_python(["-c", LOADED_AT_FIRST_USE], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-6:] == [
+        "[]",
+        "True ['pinned']",
+        "True ['pinned', 'ddp']",
+        "npu ['pinned', 'methods', 'ddp']",
+        "0 ['pinned', 'methods', 'ddp', 'accelerator']",
+        "npu:0 ['factories', 'pinned', 'storage', 'methods', 'ddp', 'accelerator']"]
+
+
+def test_a_lazy_callable_stands_for_its_target():
+    import inspect
+
+    from transfer_to_npu import _C
+
+    asked = []
+
+    def target(a, b=2):
+        """The target."""
+        return a, b
+
+    def resolve(ref, original):
+        asked.append((ref, original))
+        if ref == "gone":
+            raise RuntimeError("'gone' cannot be found")
+        return target
+
+    lazy = _C.lazy("module:target", resolve, "original")
+    assert asked == [] and "'module:target'" in repr(lazy)
+    assert lazy(1) == (1, 2) and lazy(1, b=3) == (1, 3)
+    assert asked == [("module:target", "original")]  # resolved once
+
+    class Owner:
+        method = lazy
+
+    owner = Owner()
+    assert owner.method() == (owner, 2) and Owner.method is lazy  # binds as a function does
+    assert lazy.__wrapped__ is target and lazy.__name__ == "target"
+    assert lazy.__doc__ == "The target." and inspect.signature(lazy) == inspect.signature(target)
+
+    gone = _C.lazy("gone", resolve)
+    for _ in range(2):  # tried again at each call
+        with pytest.raises(RuntimeError, match="'gone' cannot be found"):
+            gone()
+    assert asked.count(("gone", None)) == 2
+    with pytest.raises(TypeError, match="resolver must be callable"):
+        _C.lazy("module:target", None)
+    with pytest.raises(TypeError):
+        _C.lazy(3, resolve)

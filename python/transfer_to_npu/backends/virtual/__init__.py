@@ -15,6 +15,7 @@ import threading
 import torch
 
 from ... import _C, _torch_facts
+from . import amp, devices, npu, random, registry
 
 NAME = "virtual"
 HCCL = "hccl"
@@ -68,8 +69,6 @@ def install(backend_module=None):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
-    from . import accelerator, amp, ddp, devices, factories, methods, npu, pinned, random, storage
-
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
         device_guard=_DeviceGuard())
@@ -77,21 +76,70 @@ def install(backend_module=None):
                     complete)
     # Most kernels wait for the first npu tensor (complete()): registering
     # them takes tens of milliseconds, which a process that never uses the
-    # npu (a DataLoader worker, a tool) should not pay at import.
-    factories.register()
-    methods.install()
+    # npu (a DataLoader worker, a tool) should not pay at import.  What is
+    # put in place here loads its module at its first call (registry.lazy).
+    registry.register_at_import()
+    # Tensor.npu in C (methods.py has its other calls).
+    torch.Tensor.npu = _C.npu_method(registry.lazy("methods:npu"), torch._C.TensorBase.to,
+                                     torch._C._has_torch_function_unary)
     random.install()
     npu.default_generators = random.default_generators
     amp.install()
-    pinned.install()
-    storage.install()
+    _install_storage()
     devices.install_autograd_workaround()
     # Before the patcher wraps DDP's __init__ in turn: disable() puts back
-    # what it found, this.
-    ddp.install()
-    accelerator.install()
+    # what it found, this (ddp.py).
+    ddp = torch.nn.parallel.DistributedDataParallel
+    ddp.__init__ = registry.lazy("ddp:without_unused_parameters()", ddp.__init__)
+    _install_accelerator()
     _install_hccl()
     _installed = True
+
+
+def _install_storage():
+    """npu storages, made as the storage of an npu byte tensor
+    (storage.py)."""
+    # Not wrapped in a staticmethod, which would read the function's name
+    # and doc, loading it: looked up on the class, it binds to nothing, as
+    # a function set there does.
+    torch.UntypedStorage.__new__ = registry.lazy("storage:untyped_storage_new")
+    # storage.npu() and storage.is_npu, as on tensors and modules: the
+    # classic map_location=lambda storage, loc: storage.npu() needs them.
+    if not hasattr(torch.UntypedStorage, "npu"):
+        from torch.utils.backend_registration import (
+            _generate_storage_methods_for_privateuse1_backend)
+
+        _generate_storage_methods_for_privateuse1_backend("npu")
+
+
+# The torch._C functions behind torch.accelerator -> what answers them when
+# the npu is torch's accelerator (accelerator.py says why).
+_ACCELERATOR = {
+    "_accelerator_setDeviceIndex": "accelerator:set_device_index",
+    "_accelerator_exchangeDevice": "accelerator:exchange_device",
+    "_accelerator_maybeExchangeDevice": "accelerator:exchange_device",
+    "_accelerator_synchronizeDevice": "accelerator:synchronize_device",
+    "_accelerator_getDeviceStats": "npu:memory_stats_as_nested_dict",
+    "_accelerator_emptyCache": "npu:empty_cache",
+    "_accelerator_resetPeakStats": "npu:reset_peak_memory_stats",
+    "_accelerator_resetAccumulatedStats": "npu:reset_accumulated_memory_stats",
+    "_accelerator_getMemoryInfo": "npu:mem_get_info",
+}
+
+
+def _install_accelerator():
+    """torch.accelerator answered from torch.npu when the npu is torch's
+    accelerator (a build with CUDA keeps its own)."""
+    get = getattr(torch._C, "_accelerator_getAccelerator", None)
+    accelerator = get() if get is not None else None
+    if accelerator is None or accelerator.type != "npu":
+        return
+    replacements = {"_accelerator_getDeviceIndex": devices.current,  # C: no frame for compiled code
+                    "_accelerator_isAllocatorInitialized": npu.is_initialized}
+    replacements.update((name, registry.lazy(ref)) for name, ref in _ACCELERATOR.items())
+    for name, replacement in replacements.items():
+        if hasattr(torch._C, name):
+            setattr(torch._C, name, replacement)
 
 
 def _install_hccl():
@@ -128,7 +176,7 @@ def complete():
             return _complete["done"]
         _complete["running"] = True
         try:
-            from . import autocast, hccl, npu, ops, pinned, storage_resize
+            from . import autocast, hccl, ops, pinned, storage_resize
 
             npu.init()  # its first tensor
             npu.load_lazy()

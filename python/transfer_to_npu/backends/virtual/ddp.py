@@ -26,21 +26,16 @@ def _on_npu(module):
         p.device.type == "npu" for p in module.parameters())
 
 
-@functools.lru_cache(maxsize=None)
-def _signature(init):
-    return inspect.signature(init)  # at the first DDP, not at import
-
-
-def install():
-    ddp = torch.nn.parallel.DistributedDataParallel
-    init = ddp.__init__
-    if getattr(init, "_npu_without_unused_parameters", False):
-        return
+def without_unused_parameters(init):
+    """DDP's ``__init__`` (``init``) that makes DDP on npu parameters
+    without detecting unused ones.  Made at the first DDP: DDP's __init__ is
+    in place from import (registry.lazy), and this module loads then."""
+    signature = inspect.signature(init)
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         try:
-            bound = _signature(init).bind(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
         except TypeError:
             return init(self, *args, **kwargs)  # torch's own error
         asked = [name for name in _ASKS if bound.arguments.get(name)]
@@ -55,5 +50,4 @@ def install():
             f"in the loss", RuntimeWarning, stacklevel=2)
         return init(*bound.args, **bound.kwargs)
 
-    __init__._npu_without_unused_parameters = True
-    ddp.__init__ = __init__
+    return __init__

@@ -1,22 +1,20 @@
-"""The ops torch sends to the npu by their device argument (their
-BackendSelect kernel): the factories, and ``.to()`` (``_to_copy``).
+"""The kernels of the ops torch sends to the npu by their device argument
+(their BackendSelect kernel): the factories, and ``.to()`` (``_to_copy``).
 
 They are the only ops that reach the npu before an npu tensor exists, so
-theirs are the only kernels registered at import (``register()``); the
-others wait for the first npu tensor, in ops.py, which loads with them.
+theirs are the only kernels registered at import (registry.py), and this
+module loads at the first call of one; the others wait for the first npu
+tensor, in ops.py, which loads with them.
 """
 
 import functools
 
 import torch
 
-from ... import _C, _torch_facts
-from . import devices, registry
+from ... import _C
+from . import devices
 
 aten = torch.ops.aten
-
-# Registrations live as long as these libraries do.
-_libraries = []
 
 
 def is_npu(t):
@@ -41,8 +39,8 @@ def op_of(qualified):
     return getattr(getattr(aten, name), overload or "default")
 
 
-def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
-             non_blocking=False, memory_format=None):
+def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
+            non_blocking=False, memory_format=None):
     """``.to()`` to or from the npu: the host's own _to_copy of the host
     alias.
 
@@ -61,62 +59,8 @@ def _to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
     return _C.to_device(copy.resolve_conj().resolve_neg(), index)
 
 
-# Composite ops (no cpu kernel of their own) that call a kernel stub
-# directly, which a Python-defined device cannot provide: they run on the
-# host whole.
-_HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
-
-
-def _host_override(qualified):
-    """The kernel running op ``qualified`` itself on the host (on host
-    aliases).  The op is looked up at its first call: a lookup at import
-    costs a quarter of a millisecond."""
-    run = None
-
-    def kernel(*args, **kwargs):
-        nonlocal run
-        if run is None:
-            op = op_of(qualified)
-            run = functools.partial(_C.host_run, op, op._op)
-        return run(*args, **kwargs)
-
-    kernel.__name__ = kernel.__qualname__ = f"npu_{qualified.replace('.', '_')}"
-    return kernel
-
-
-def dispatched_by_device():
-    """The names of these ops, and of those of them with a cpu kernel.
-    Cached per torch build."""
-    facts = _torch_facts.section(torch, "backend_select")
-    if "names" not in facts:
-        from . import ops  # which ops run with the cpu's kernel: learnt once per build
-
-        names = {q for q in torch._C._dispatch_get_registrations_for_dispatch_key("BackendSelect")
-                 if q.startswith("aten::")}
-        facts["names"] = sorted(names)
-        facts["host_kernels"] = sorted(names & ops.torch_host_kernel_names())
-        _torch_facts.changed("backend_select")
-    return facts
-
-
-def own_kernels():
-    """The kernels written here: (op name, a maker of the kernel)."""
-    yield "_to_copy", lambda: _to_copy
-    for name in _HOST_OVERRIDES:
-        yield name, lambda name=name: _host_override(name)
-
-
-def register():
-    """Register these ops' npu kernels: those written here, and the
-    generic path (``_C.host_call``) for those with a cpu kernel."""
-    lib = torch.library.Library("aten", "IMPL")
-    own = set()
-    for name, make in own_kernels():
-        own.add(f"aten::{name}")
-        registry.impl(lib, name, make, "PrivateUse1")
-    for qualified in dispatched_by_device()["host_kernels"]:
-        if qualified not in own:
-            # By name: the C core resolves the op at its first call.
-            registry.impl(lib, qualified[len("aten::"):],
-                          lambda q=qualified: functools.partial(_C.host_call, q), "PrivateUse1")
-    _libraries.append(lib)
+def host_override(qualified):
+    """The kernel of op ``qualified`` (registry.HOST_OVERRIDES) running the
+    op itself on the host (on host aliases), made at its first call."""
+    op = op_of(qualified)
+    return functools.partial(_C.host_run, op, op._op)

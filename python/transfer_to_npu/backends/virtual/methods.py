@@ -5,14 +5,14 @@ device string and a torch.device on every call; it is the target of every
 migrated ``.cuda()``.  Here the common calls (no device, or None; the
 keywords of ``to``) are served in C (``_C.npu_method``: the cached
 torch.device of the thread's current npu, handed to torch's own ``to``),
-and every other call by ``npu`` below, which the C object stands for.
+and every other call by ``npu`` below, which the C object stands for
+(this module loads at the first such call).
 """
 
 import functools
 
 import torch
 
-from ... import _C
 from . import devices
 
 # torch's own method (the name on torch.Tensor may be a migration wrapper).
@@ -33,7 +33,3 @@ def npu(self, device=None, non_blocking=False, memory_format=torch.preserve_form
             memory_format=memory_format)
     return _to(self, _device(devices.index_of(device)), non_blocking=non_blocking,
                memory_format=memory_format)
-
-
-def install():
-    torch.Tensor.npu = _C.npu_method(npu, _to, torch._C._has_torch_function_unary)

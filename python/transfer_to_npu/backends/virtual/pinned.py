@@ -5,12 +5,13 @@ torch pins through the accelerator's allocator of pinned memory, which a
 Python-defined device cannot provide.  Here ``pin_memory()`` copies the
 tensor into host memory that the C core registers as pinned until torch
 frees it, and ``is_pinned()`` asks that registry; both are the kernels of
-``_pin_memory`` and ``is_pinned`` for cpu tensors.  Copies from pinned
-memory to the npu, blocking or not, are plain host copies.
+``_pin_memory`` and ``is_pinned`` for cpu tensors, in place from import
+(registry.py; this module loads at the first call of one).  Copies from
+pinned memory to the npu, blocking or not, are plain host copies.
 
 The factories (``torch.empty(..., pin_memory=True)``, ``torch.tensor``,
 ``Tensor.new_*``) would ask that allocator too: their migration wrappers
-have the tensor made unpinned and pass it to ``_pin_made`` (safetensors
+have the tensor made unpinned and pass it to ``pin_made`` (safetensors
 stages a load to the device this way).
 """
 
@@ -21,7 +22,7 @@ from ... import _C
 _libraries = []
 
 
-def _pin_memory(self, device=None):
+def pin_memory(self, device=None):
     if self.layout != torch.strided:
         raise RuntimeError(
             f"cannot pin a tensor of layout {self.layout}: only dense CPU tensors can be pinned")
@@ -33,14 +34,14 @@ def _pin_memory(self, device=None):
     return _C.pin(pinned)
 
 
-def _is_pinned(self, device=None):
+def is_pinned(self, device=None):
     if self.layout != torch.strided:
         return False
     storage = self.untyped_storage()
     return storage.nbytes() > 0 and _C.is_pinned(storage.data_ptr())
 
 
-def _pin_made(tensor):
+def pin_made(tensor):
     if not isinstance(tensor, torch.Tensor):
         return tensor
     if tensor.device.type != "cpu" or tensor.layout != torch.strided:
@@ -60,16 +61,6 @@ def _npu_pin_memory(self, device=None):
 
 def _npu_is_pinned(self, device=None):
     return False
-
-
-def install():
-    """Pinning cpu tensors: at import, as a DataLoader may pin before any
-    npu tensor exists."""
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_pin_memory", _pin_memory, "CPU")
-    lib.impl("is_pinned", _is_pinned, "CPU")
-    _libraries.append(lib)
-    _C.pin_made(_pin_made)
 
 
 def register():

@@ -36,7 +36,8 @@ def _npu_storage(args, device):
     return data.untyped_storage()
 
 
-def _storage_new(cls, *args, device=None, **kwargs):
+def untyped_storage_new(cls, *args, device=None, **kwargs):
+    """``torch.UntypedStorage.__new__`` (in place from import: registry.lazy)."""
     if device is not None and not kwargs:
         target = torch.device(device) if not isinstance(device, torch.device) else device
         if target.type == "npu":
@@ -44,14 +45,3 @@ def _storage_new(cls, *args, device=None, **kwargs):
     if device is not None:
         kwargs["device"] = device
     return _original_new(cls, *args, **kwargs)
-
-
-def install():
-    torch.UntypedStorage.__new__ = staticmethod(_storage_new)
-    # storage.npu() and storage.is_npu, as on tensors and modules: the
-    # classic map_location=lambda storage, loc: storage.npu() needs them.
-    if not hasattr(torch.UntypedStorage, "npu"):
-        from torch.utils.backend_registration import (
-            _generate_storage_methods_for_privateuse1_backend)
-
-        _generate_storage_methods_for_privateuse1_backend("npu")

@@ -229,7 +229,7 @@ def test_npu_is_initialized_at_its_first_use(use):
 
 LOADED_AT_FIRST_USE = """
 import inspect, sys, torch, transfer_to_npu
-PARTS = ("factories", "pinned", "storage", "methods", "ddp", "accelerator")
+PARTS = ("factories", "pinned", "storage", "methods", "ddp", "accelerator", "amp", "registry")
 def loaded():
     return [p for p in PARTS if f"transfer_to_npu.backends.virtual.{p}" in sys.modules]
 print(loaded())
@@ -240,6 +240,10 @@ print("find_unused_parameters" in inspect.signature(ddp.__init__).parameters, lo
 print(torch.Tensor.npu.__name__, loaded())
 torch.accelerator.set_device_index(0)
 print(torch.accelerator.current_device_index(), loaded())
+from torch.npu.amp import GradScaler
+amp = sys.modules["torch.npu.amp"]
+print(amp is torch.npu.amp is sys.modules["transfer_to_npu.backends.virtual.amp"],
+      amp.__spec__.name, GradScaler is amp.GradScaler, loaded())
 s = torch.UntypedStorage(2, device="cuda")
 print(s.device, loaded())
 """
@@ -250,13 +254,16 @@ def test_what_the_virtual_npu_puts_in_torch_loads_at_its_first_use():
     does not load them; the first use does, and gets the same answers."""
     done = run_python(["-c", LOADED_AT_FIRST_USE], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-6:] == [
+    assert done.stdout.strip().splitlines()[-7:] == [
         "[]",
         "True ['pinned']",
         "True ['pinned', 'ddp']",
         "npu ['pinned', 'methods', 'ddp']",
         "0 ['pinned', 'methods', 'ddp', 'accelerator']",
-        "npu:0 ['factories', 'pinned', 'storage', 'methods', 'ddp', 'accelerator']"]
+        "True transfer_to_npu.backends.virtual.amp True "
+        "['pinned', 'methods', 'ddp', 'accelerator', 'amp']",
+        "npu:0 ['factories', 'pinned', 'storage', 'methods', 'ddp', 'accelerator', 'amp', "
+        "'registry']"]
 
 
 def test_a_lazy_callable_stands_for_its_target():

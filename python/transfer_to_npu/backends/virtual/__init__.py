@@ -8,14 +8,15 @@ machine.
 """
 
 import atexit
+import functools
 import os
 import sys
 import threading
 
 import torch
 
-from ... import _C, _torch_facts
-from . import amp, devices, npu, random, registry
+from ... import _C, _table, _torch_facts
+from . import devices, npu, random
 
 NAME = "virtual"
 HCCL = "hccl"
@@ -30,7 +31,7 @@ _complete = {"done": False, "running": False}
 def _after_fork_in_child():
     # A fork while another thread was registering: that thread is not in
     # the child, and would hold the lock for ever.  The child registers
-    # what is missing itself (registry.py skips what is there).
+    # what is missing itself (registry.impl skips what is there).
     global _completion
     _completion = threading.RLock()
     _complete["running"] = False
@@ -55,6 +56,66 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
+def lazy(name, original=None):
+    """The function ``name`` of this package ("module:function", or
+    "module:factory()" for what factory(original) makes), loaded at its
+    first call: what the virtual NPU puts in torch at import loads its
+    module only when a process uses it (a DataLoader worker, a tool never
+    does)."""
+    return _C.lazy(f"{__name__}.{name}", _table.resolve, original)
+
+
+# Composite ops (no cpu kernel of their own) that call a kernel stub
+# directly, which a Python-defined device cannot provide: they run on the
+# host whole (factories.host_override).
+HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
+
+
+def dispatched_by_device():
+    """The names of the ops dispatched by their device argument (their
+    BackendSelect kernel), and of those of them with a cpu kernel.  Cached
+    per torch build."""
+    facts = _torch_facts.section(torch, "backend_select")
+    if "names" not in facts:
+        from . import ops  # which ops run with the cpu's kernel: learnt once per build
+
+        names = {q for q in torch._C._dispatch_get_registrations_for_dispatch_key("BackendSelect")
+                 if q.startswith("aten::")}
+        facts["names"] = sorted(names)
+        facts["host_kernels"] = sorted(names & ops.torch_host_kernel_names())
+        _torch_facts.changed("backend_select")
+    return facts
+
+
+# Registrations live as long as these libraries do.
+_libraries = []
+
+
+def register_at_import():
+    """Register the kernels torch may call before the first npu tensor:
+    those of the ops that reach the npu by their device argument (the
+    factories and ``.to()``: factories.py), and pinning cpu tensors
+    (pinned.py: a DataLoader may pin before any npu tensor exists).  Each
+    is named by reference (``lazy``), unless the op has an npu kernel
+    already."""
+    lib = torch.library.Library("aten", "IMPL")
+    kernels = {"_to_copy": lazy("factories:to_copy")}
+    for name in HOST_OVERRIDES:
+        kernels[name] = lazy("factories:host_override()", name)
+    for qualified in dispatched_by_device()["host_kernels"]:
+        # The generic path, by name: the C core resolves the op at its
+        # first call.
+        kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
+    npu_key = torch._C.DispatchKey.PrivateUse1
+    for name, kernel in kernels.items():
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", npu_key):
+            lib.impl(name, kernel, "PrivateUse1")
+    lib.impl("_pin_memory", lazy("pinned:pin_memory"), "CPU")
+    lib.impl("is_pinned", lazy("pinned:is_pinned"), "CPU")
+    _C.pin_made(lazy("pinned:pin_made"))
+    _libraries.append(lib)
+
+
 def install(backend_module=None):
     """Make the ``npu`` device and ``torch.npu`` exist (once per process).
     ``torch.npu`` is ``backend_module`` when given (a package presenting the
@@ -76,21 +137,21 @@ def install(backend_module=None):
                     complete)
     # Most kernels wait for the first npu tensor (complete()): registering
     # them takes tens of milliseconds, which a process that never uses the
-    # npu (a DataLoader worker, a tool) should not pay at import.  What is
-    # put in place here loads its module at its first call (registry.lazy).
-    registry.register_at_import()
+    # npu (a DataLoader worker, a tool) should not pay at import.
+    register_at_import()
     # Tensor.npu in C (methods.py has its other calls).
-    torch.Tensor.npu = _C.npu_method(registry.lazy("methods:npu"), torch._C.TensorBase.to,
+    torch.Tensor.npu = _C.npu_method(lazy("methods:npu"), torch._C.TensorBase.to,
                                      torch._C._has_torch_function_unary)
     random.install()
     npu.default_generators = random.default_generators
-    amp.install()
+    if backend_module is None:
+        sys.meta_path.append(npu.Submodules)  # torch.npu.amp
     _install_storage()
     devices.install_autograd_workaround()
     # Before the patcher wraps DDP's __init__ in turn: disable() puts back
     # what it found, this (ddp.py).
     ddp = torch.nn.parallel.DistributedDataParallel
-    ddp.__init__ = registry.lazy("ddp:without_unused_parameters()", ddp.__init__)
+    ddp.__init__ = lazy("ddp:without_unused_parameters()", ddp.__init__)
     _install_accelerator()
     _install_hccl()
     _installed = True
@@ -102,7 +163,7 @@ def _install_storage():
     # Not wrapped in a staticmethod, which would read the function's name
     # and doc, loading it: looked up on the class, it binds to nothing, as
     # a function set there does.
-    torch.UntypedStorage.__new__ = registry.lazy("storage:untyped_storage_new")
+    torch.UntypedStorage.__new__ = lazy("storage:untyped_storage_new")
     # storage.npu() and storage.is_npu, as on tensors and modules: the
     # classic map_location=lambda storage, loc: storage.npu() needs them.
     if not hasattr(torch.UntypedStorage, "npu"):
@@ -136,7 +197,7 @@ def _install_accelerator():
         return
     replacements = {"_accelerator_getDeviceIndex": devices.current,  # C: no frame for compiled code
                     "_accelerator_isAllocatorInitialized": npu.is_initialized}
-    replacements.update((name, registry.lazy(ref)) for name, ref in _ACCELERATOR.items())
+    replacements.update((name, lazy(ref)) for name, ref in _ACCELERATOR.items())
     for name, replacement in replacements.items():
         if hasattr(torch._C, name):
             setattr(torch._C, name, replacement)

@@ -1,18 +1,12 @@
-"""``torch.npu.amp`` on the virtual NPU (this module): ``autocast``,
-``GradScaler``, ``custom_fwd`` and ``custom_bwd`` for the npu, like
-``torch.cuda.amp``.  What autocast casts is in autocast.py.
+"""``torch.npu.amp`` on the virtual NPU (this module, loaded at its first
+use: npu.py): ``autocast``, ``GradScaler``, ``custom_fwd`` and
+``custom_bwd`` for the npu, like ``torch.cuda.amp``.  What autocast casts
+is in autocast.py.
 """
-
-import sys
 
 import torch
 
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd"]
-
-
-def install():
-    # `from torch.npu.amp import GradScaler`, as with torch_npu.
-    sys.modules.setdefault("torch.npu.amp", sys.modules[__name__])
 
 
 class autocast(torch.amp.autocast):

@@ -29,7 +29,7 @@ def _on_npu(module):
 def without_unused_parameters(init):
     """DDP's ``__init__`` (``init``) that makes DDP on npu parameters
     without detecting unused ones.  Made at the first DDP: DDP's __init__ is
-    in place from import (registry.lazy), and this module loads then."""
+    in place from import, by reference, and this module loads then."""
     signature = inspect.signature(init)
 
     @functools.wraps(init)

@@ -2,9 +2,10 @@
 (their BackendSelect kernel): the factories, and ``.to()`` (``_to_copy``).
 
 They are the only ops that reach the npu before an npu tensor exists, so
-theirs are the only kernels registered at import (registry.py), and this
-module loads at the first call of one; the others wait for the first npu
-tensor, in ops.py, which loads with them.
+theirs are the only kernels registered at import (``register_at_import``
+in the package's __init__), and this module loads at the first call of
+one; the others wait for the first npu tensor, in ops.py, which loads with
+them.
 """
 
 import functools
@@ -60,7 +61,8 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
 
 
 def host_override(qualified):
-    """The kernel of op ``qualified`` (registry.HOST_OVERRIDES) running the
-    op itself on the host (on host aliases), made at its first call."""
+    """The kernel of op ``qualified`` (HOST_OVERRIDES in the package's
+    __init__) running the op itself on the host (on host aliases), made at
+    its first call."""
     op = op_of(qualified)
     return functools.partial(_C.host_run, op, op._op)

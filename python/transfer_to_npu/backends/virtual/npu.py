@@ -9,11 +9,12 @@ generator of its own, which the npu kernels draw from.
 """
 
 import importlib
+import importlib.machinery
 import os
 
 import torch
 
-from . import amp, devices, random  # noqa: F401  (torch.npu.random, as torch_npu's)
+from . import devices, random  # noqa: F401  (torch.npu.random, as torch_npu's)
 from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                      manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 
@@ -31,6 +32,7 @@ _LAZY = {
                      "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"),
                     "typed_tensors"),
     "memory": None,  # the module itself, as torch.cuda.memory
+    "amp": None,  # torch.npu.amp, as torch_npu's
 }
 
 
@@ -45,6 +47,36 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY))
+
+
+# `import torch.npu.amp` too, as with torch_npu (`from torch.npu.amp import
+# GradScaler`): torch.npu is a package whose submodules a finder at the end
+# of sys.meta_path supplies (virtual/__init__.py puts it there), loading
+# them then.
+__path__ = []
+_SUBMODULES = {"torch.npu.amp": "amp"}
+
+
+class Submodules:
+    """Finder and loader of torch.npu's submodules: each is the module of
+    this package, under a second name."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in _SUBMODULES:
+            return None
+        return importlib.machinery.ModuleSpec(name, Submodules)
+
+    @staticmethod
+    def create_module(spec):
+        module = importlib.import_module(f"{__package__}.{_SUBMODULES[spec.name]}")
+        spec.loader_state = module.__spec__
+        return module
+
+    @staticmethod
+    def exec_module(module):
+        # Loaded already; the import system gave it the second name's spec.
+        module.__spec__ = module.__spec__.loader_state
 
 
 def load_lazy():

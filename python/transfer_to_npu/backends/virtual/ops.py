@@ -31,6 +31,7 @@ import torch
 
 from ... import _C, _torch_facts
 from . import attention, random_ops, registry, rnn, storage
+from . import dispatched_by_device
 from .factories import host as _host, is_npu as _is_npu, op_of
 
 aten = torch.ops.aten
@@ -524,7 +525,7 @@ def _own_kernels():
 def _kernels():
     """The kernels of the ops on npu tensors, which the ops dispatched by a
     device argument (factories.py) are not: (op name, key, maker)."""
-    by_device = set(registry.dispatched_by_device()["names"])
+    by_device = set(dispatched_by_device()["names"])
     own = set()
     for name, key, make in _own_kernels():
         if key == "PrivateUse1":

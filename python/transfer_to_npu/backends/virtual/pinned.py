@@ -6,8 +6,9 @@ Python-defined device cannot provide.  Here ``pin_memory()`` copies the
 tensor into host memory that the C core registers as pinned until torch
 frees it, and ``is_pinned()`` asks that registry; both are the kernels of
 ``_pin_memory`` and ``is_pinned`` for cpu tensors, in place from import
-(registry.py; this module loads at the first call of one).  Copies from
-pinned memory to the npu, blocking or not, are plain host copies.
+(the package's __init__; this module loads at the first call of one).
+Copies from pinned memory to the npu, blocking or not, are plain host
+copies.
 
 The factories (``torch.empty(..., pin_memory=True)``, ``torch.tensor``,
 ``Tensor.new_*``) would ask that allocator too: their migration wrappers

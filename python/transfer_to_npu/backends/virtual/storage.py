@@ -37,7 +37,7 @@ def _npu_storage(args, device):
 
 
 def untyped_storage_new(cls, *args, device=None, **kwargs):
-    """``torch.UntypedStorage.__new__`` (in place from import: registry.lazy)."""
+    """``torch.UntypedStorage.__new__`` (in place from import, by reference)."""
     if device is not None and not kwargs:
         target = torch.device(device) if not isinstance(device, torch.device) else device
         if target.type == "npu":

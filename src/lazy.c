@@ -55,15 +55,6 @@ Lazy_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw
 }
 
 static PyObject *
-Lazy_descr_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    (void)type;
-    if (obj == NULL || obj == Py_None)
-        return Py_NewRef(self);
-    return PyMethod_New(self, obj);
-}
-
-static PyObject *
 Lazy_get_wrapped(LazyObject *self, void *unused)
 {
     (void)unused;
@@ -136,7 +127,7 @@ static PyGetSetDef Lazy_getset[] = {
 
 static PyType_Slot lazy_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, Lazy_descr_get},
+    {Py_tp_descr_get, ttn_bind_as_function},
     {Py_tp_traverse, Lazy_traverse},
     {Py_tp_clear, Lazy_clear},
     {Py_tp_dealloc, Lazy_dealloc},

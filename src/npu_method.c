@@ -129,15 +129,6 @@ NpuMethod_dealloc(NpuMethodObject *self)
     Py_DECREF(type);
 }
 
-static PyObject *
-NpuMethod_descr_get(PyObject *self, PyObject *obj, PyObject *type)
-{
-    (void)type;
-    if (obj == NULL || obj == Py_None)
-        return Py_NewRef(self);
-    return PyMethod_New(self, obj);
-}
-
 /* Introspection describes the Python version (signature, doc, name). */
 static PyObject *
 NpuMethod_get_described(NpuMethodObject *self, void *name)
@@ -166,7 +157,7 @@ NpuMethod_repr(NpuMethodObject *self)
 
 static PyType_Slot npu_method_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, NpuMethod_descr_get},
+    {Py_tp_descr_get, ttn_bind_as_function},
     {Py_tp_traverse, NpuMethod_traverse},
     {Py_tp_clear, NpuMethod_clear},
     {Py_tp_dealloc, NpuMethod_dealloc},

@@ -239,6 +239,7 @@ ttn_kwname_is(PyObject *name, PyObject *interned)
 }
 
 /* wrapper.c */
+PyObject *ttn_bind_as_function(PyObject *self, PyObject *obj, PyObject *type);
 extern PyType_Spec ttn_function_spec;
 extern PyType_Spec ttn_method_spec;
 extern PyType_Spec ttn_attribute_spec;

@@ -528,8 +528,11 @@ Wrapper_dealloc(WrapperObject *self)
 
 /* ------------------------------------------------------------------------- */
 
-static PyObject *
-Wrapper_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+/* tp_descr_get of the callables that bind as a function does (wrappers of
+ * methods, Tensor.npu, lazy functions): the object itself on the class, a
+ * bound method on an instance. */
+PyObject *
+ttn_bind_as_function(PyObject *self, PyObject *obj, PyObject *type)
 {
     (void)type;
     if (obj == NULL || obj == Py_None)
@@ -733,7 +736,7 @@ static PyType_Slot function_slots[] = {
 
 static PyType_Slot method_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_descr_get, Wrapper_descr_get},
+    {Py_tp_descr_get, ttn_bind_as_function},
     {Py_tp_traverse, Wrapper_traverse},
     {Py_tp_clear, Wrapper_clear},
     {Py_tp_dealloc, Wrapper_dealloc},

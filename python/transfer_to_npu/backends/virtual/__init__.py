@@ -91,6 +91,17 @@ def dispatched_by_device():
 _libraries = []
 
 
+def impl(lib, name, make, key):
+    """Register ``make()`` as ``lib``'s kernel of op ``name`` for ``key``,
+    unless the op has one for it already (at import and at the first npu
+    tensor: registry.py)."""
+    # The key as torch's enum: given a str, the binding first tries a cast
+    # that fails, which costs more than the lookup itself.
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{lib.ns}::{name}",
+                                                          getattr(torch._C.DispatchKey, key)):
+        lib.impl(name, make(), key)
+
+
 def register_at_import():
     """Register the kernels torch may call before the first npu tensor:
     those of the ops that reach the npu by their device argument (the
@@ -106,10 +117,8 @@ def register_at_import():
         # The generic path, by name: the C core resolves the op at its
         # first call.
         kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
-    npu_key = torch._C.DispatchKey.PrivateUse1
     for name, kernel in kernels.items():
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", npu_key):
-            lib.impl(name, kernel, "PrivateUse1")
+        impl(lib, name, lambda kernel=kernel: kernel, "PrivateUse1")
     lib.impl("_pin_memory", lazy("pinned:pin_memory"), "CPU")
     lib.impl("is_pinned", lazy("pinned:is_pinned"), "CPU")
     _C.pin_made(lazy("pinned:pin_made"))

@@ -9,15 +9,7 @@ in place from import (``register_at_import`` in the package's __init__).
 
 import torch
 
-
-def impl(lib, name, make, key):
-    """Register ``make()`` as ``lib``'s kernel of op ``name`` for ``key``,
-    unless the op has one for it already."""
-    # The key as torch's enum: given a str, the binding first tries a cast
-    # that fails, which costs more than the lookup itself.
-    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{lib.ns}::{name}",
-                                                          getattr(torch._C.DispatchKey, key)):
-        lib.impl(name, make(), key)
+from . import impl  # noqa: F401  (one check, at import and here)
 
 
 def fallback(lib, kernel, key):

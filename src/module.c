@@ -46,33 +46,46 @@ is_ref(int mode, PyObject *target_obj)
 }
 
 /* The keyword names of a row, interned so that wrappers compare them by
- * identity with the names of a call. */
+ * identity with the names of a call: the row's own tuple when its names are
+ * interned already (rows read from the table's file share one), else a
+ * tuple of the interned names. */
 static PyObject *
 interned_names(PyObject *names)
 {
-    PyObject *result = NULL;
+    static const char bad[] = "device keywords must be a tuple of str";
+    PyObject *result = NULL, *name;
     Py_ssize_t i, n;
+    int same = PyTuple_CheckExact(names);
 
     if (!PyTuple_Check(names)) {
-        PyErr_SetString(PyExc_TypeError, "device keywords must be a tuple of str");
-        return NULL;
+        PyErr_SetString(PyExc_TypeError, bad);
+        goto exit;
     }
     n = PyTuple_GET_SIZE(names);
+    for (i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, bad);
+            goto exit;
+        }
+        name = Py_NewRef(PyTuple_GET_ITEM(names, i));
+        PyUnicode_InternInPlace(&name);
+        same &= name == PyTuple_GET_ITEM(names, i);
+        Py_DECREF(name);
+    }
+    if (same) {
+        result = Py_NewRef(names);
+        goto exit;
+    }
     result = PyTuple_New(n);
     if (result == NULL)
-        return NULL;
+        goto exit;
     for (i = 0; i < n; i++) {
-        PyObject *name = PyTuple_GET_ITEM(names, i);
-
-        if (!PyUnicode_CheckExact(name)) {
-            PyErr_SetString(PyExc_TypeError, "device keywords must be a tuple of str");
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_INCREF(name);
+        name = Py_NewRef(PyTuple_GET_ITEM(names, i));
         PyUnicode_InternInPlace(&name);
         PyTuple_SET_ITEM(result, i, name);
     }
+
+exit:
     return result;
 }
 

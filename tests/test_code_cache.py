@@ -194,9 +194,12 @@ def test_cached_modules_have_their_source(tmp_path):
     """Tracebacks, inspect and `python -m transfer_to_npu` see the files."""
     _probe(tmp_path)
     out = _run(tmp_path, args=("-c", """
-import inspect, sys, traceback, transfer_to_npu
+import inspect, sys, traceback
+opened = set()
+sys.addaudithook(lambda event, args: event == "open" and opened.add(args[0]))
+import transfer_to_npu
 from transfer_to_npu._rules import cuda_module as m
-assert m.__spec__.loader._packed is not None
+assert not {m.__file__, m.__cached__} & opened  # run from the cache
 print(m.__file__ == m.rows.__code__.co_filename == inspect.getsourcefile(m.rows))
 print("def rows" in inspect.getsource(m.rows))
 try:

@@ -54,7 +54,7 @@ def test_written_then_read_without_the_rules(tmp_path):
     assert again and read == derived and len(read) > 200
     # Neither the rules nor the parts of torch.npu a row names are loaded.
     assert not any(n.startswith("transfer_to_npu._rules") for n in loaded)
-    for part in ("streams", "memory", "typed_tensors"):
+    for part in ("streams", "memory", "typed_tensors", "device_objects"):
         assert f"transfer_to_npu.backends.virtual.{part}" not in loaded
 
 
@@ -158,8 +158,11 @@ import sys, torch, transfer_to_npu
 def loaded(part):
     return f"transfer_to_npu.{part}" in sys.modules
 parts = ("backends.virtual.streams", "backends.virtual.memory",
-         "backends.virtual.typed_tensors", "_rules.jit")
+         "backends.virtual.typed_tensors", "backends.virtual.device_objects", "_rules.jit")
 print([loaded(p) for p in parts])
+with torch.cuda.device(0):
+    name = torch.cuda.get_device_properties(0).name
+print(loaded("backends.virtual.device_objects"), name == torch.npu.get_device_name())
 s = torch.cuda.Stream()
 e = torch.Event(device="cuda")
 print(torch.cuda.memory_allocated() >= 0, isinstance(torch.ones(1).cuda(), torch.cuda.FloatTensor))
@@ -170,8 +173,8 @@ print(s.device, e.device, f(torch.ones(2, device="cuda")).tolist())
 print([loaded(p) for p in parts])
 """)
     lines = out.strip().splitlines()
-    assert lines == ["[False, False, False, False]", "True True",
-                     "npu:0 npu:0 [2.0, 2.0]", "[True, True, True, True]"]
+    assert lines == ["[False, False, False, False, False]", "True True", "True True",
+                     "npu:0 npu:0 [2.0, 2.0]", "[True, True, True, True, True]"]
 
 
 def test_references_reach_only_torch_and_this_package():
@@ -208,6 +211,23 @@ torch.cuda.synchronize()
 print("restored")
 """)
     assert out.split() == ["raised", "True", "npu:0", "True", "restored"]
+
+
+def test_device_keywords_match_whatever_strings_a_row_names_them_with(tmp_path):
+    """The keyword names of a row are compared with a call's by identity
+    once interned: names made at run time (a rules file's) match as the
+    table file's do."""
+    out = _run(tmp_path, code="""
+import torch, transfer_to_npu
+from transfer_to_npu import _C, _table
+made = "".join(["dev", "ice"])
+rows = [r[:9] + ((made,),) + r[10:] if r[0] == "torch.ones" else r
+        for r in _table.rows(torch, "virtual")]
+transfer_to_npu.disable()
+_C.enable(rows, _table.resolve)
+print(torch.ones(2, device="cuda").device, torch.zeros(2, device="cuda").device)
+""")
+    assert out.split() == ["npu:0", "npu:0"]
 
 
 def test_each_installed_copy_has_its_own_table(tmp_path, site):

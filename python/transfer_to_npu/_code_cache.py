@@ -124,11 +124,15 @@ def read_trusted(path):
     opened = open_trusted(path)
     if opened is None:
         return None
+    fd, size = opened
     try:
-        with open(opened[0], "rb") as f:
-            return f.read()
+        # One read of the size stated, without a buffered file's layers (a
+        # short read is damaged data, which its reader refuses).
+        return os.read(fd, size)
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def stamp(path):
@@ -149,13 +153,14 @@ class _Loader(SourceFileLoader):
 
     def get_code(self, fullname):
         if fullname == self.name and self._packed is not None:
+            # Used once: the module's spec keeps its loader for good.
+            packed, self._packed = self._packed, None
             try:
-                code = marshal.loads(self._packed)
+                code = marshal.loads(packed)
             except _DAMAGED:
                 code = None  # a damaged entry: read the module as usual
             if type(code) is CodeType:
                 return code
-            self._packed = None
         # Stated before it is read: a source edited meanwhile is newer than
         # its entry, hence read again next time.
         stamp = _cache.stamps[self.path] = _stamp(self.path)

@@ -28,8 +28,10 @@ def _select(torch):
     directory = cache_dir()
     if directory is not None:
         # Named after the key itself (a hash costs more than reading a
-        # section).
-        name = "".join(c if c.isalnum() or c in ".+-" else "_" for c in key.replace("|", "-"))
+        # section), made safe for a file name when it is not already.
+        name = key.replace("|", "-")
+        if not name.replace(".", "").replace("+", "").replace("-", "").isalnum():
+            name = "".join(c if c.isalnum() or c in ".+-" else "_" for c in name)
         directory = os.path.join(directory, f"torch-{name}")
     _state.update(key=key, directory=directory, sections={}, dirty=set())
 
@@ -50,10 +52,13 @@ def _read(name):
     if _state["directory"] is None:
         return {}
     try:
-        # Bytes, decoded by json itself: a text file's reader costs more
-        # than reading a section.
-        with open(_path(name), "rb") as f:
-            data = json.loads(f.read())
+        # Bytes, in one read of the size stated, decoded by json itself: a
+        # file object's layers cost more than reading a section.
+        fd = os.open(_path(name), os.O_RDONLY)
+        try:
+            data = json.loads(os.read(fd, os.fstat(fd).st_size))
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("key") != _state["key"]:

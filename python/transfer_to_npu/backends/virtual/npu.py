@@ -10,7 +10,6 @@ generator of its own, which the npu kernels draw from.
 
 import importlib
 import importlib.machinery
-import os
 
 import torch
 
@@ -19,7 +18,8 @@ from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed
                      manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 
 # The parts a script may never use load at their first use (streams and
-# events, memory figures, the legacy typed tensors): name -> its module.
+# events, memory figures, the device's context managers and properties, the
+# legacy typed tensors): name -> its module.
 _LAZY = {
     **dict.fromkeys(("Event", "Stream", "StreamContext", "current_stream", "default_stream",
                      "set_stream", "stream"), "streams"),
@@ -28,6 +28,7 @@ _LAZY = {
                      "memory_stats_as_nested_dict", "memory_summary",
                      "reset_accumulated_memory_stats", "reset_max_memory_allocated",
                      "reset_peak_memory_stats"), "memory"),
+    **dict.fromkeys(("device", "device_of", "get_device_properties"), "device_objects"),
     **dict.fromkeys(("BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor",
                      "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"),
                     "typed_tensors"),
@@ -160,62 +161,7 @@ def synchronize(device=None):
     devices.index_of(device)
 
 
-class device:
-    """``with torch.npu.device(i):`` makes npu ``i`` current inside the
-    block."""
-
-    def __init__(self, device):
-        self.idx = -1 if device is None else devices.index_of(device)
-        self.prev_idx = -1
-
-    def __enter__(self):
-        self.prev_idx = devices.current()
-        if self.idx >= 0:
-            devices.set_current(self.idx)
-        return self
-
-    def __exit__(self, *exc):
-        if self.idx >= 0:
-            devices.set_current(self.prev_idx)
-        return False
-
-
-class device_of(device):
-    """``with torch.npu.device_of(tensor):`` makes the tensor's npu
-    current."""
-
-    def __init__(self, obj):
-        super().__init__(obj.get_device() if obj.device.type == "npu" else None)
-
-
 DEVICE_NAME = "Virtual NPU (host memory)"
-
-
-class _NPUDeviceProperties:
-    """What ``get_device_properties()`` says of a virtual NPU: its memory
-    is the host's physical memory, its cores the host's."""
-
-    __slots__ = ("name", "total_memory", "major", "minor", "multi_processor_count",
-                 "is_integrated")
-
-    def __init__(self):
-        from . import memory
-
-        self.name = DEVICE_NAME
-        self.total_memory = memory.total_memory()
-        self.major, self.minor = 0, 0
-        self.multi_processor_count = os.cpu_count() or 1
-        self.is_integrated = True
-
-    def __repr__(self):
-        return (f"_NPUDeviceProperties(name='{self.name}', major={self.major}, "
-                f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
-                f"multi_processor_count={self.multi_processor_count})")
-
-
-def get_device_properties(device=None):
-    devices.index_of(device)
-    return _NPUDeviceProperties()
 
 
 def get_device_name(device=None):

@@ -109,10 +109,10 @@ def test_a_fork_while_another_thread_registers():
     # (a DataLoader forking its workers) makes its own first npu tensor.
     out = _run(
         "import os, threading, time\n"
-        "from transfer_to_npu.backends import virtual\n"
+        "from transfer_to_npu.backends.virtual import registry\n"
         "held, release = threading.Event(), threading.Event()\n"
         "def registering():\n"
-        "    with virtual._completion:\n"
+        "    with registry._completion:\n"
         "        held.set(); release.wait()\n"
         "t = threading.Thread(target=registering); t.start(); held.wait()\n"
         "pid = os.fork()\n"

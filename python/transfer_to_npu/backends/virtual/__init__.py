@@ -9,9 +9,7 @@ machine.
 
 import atexit
 import functools
-import os
 import sys
-import threading
 
 import torch
 
@@ -21,24 +19,6 @@ from . import devices, npu, random
 NAME = "virtual"
 HCCL = "hccl"
 _installed = False
-
-# The kernels left for the first npu tensor: registered once, under this
-# lock, by the first thread to make one.
-_completion = threading.RLock()
-_complete = {"done": False, "running": False}
-
-
-def _after_fork_in_child():
-    # A fork while another thread was registering: that thread is not in
-    # the child, and would hold the lock for ever.  The child registers
-    # what is missing itself (registry.impl skips what is there).
-    global _completion
-    _completion = threading.RLock()
-    _complete["running"] = False
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
     def is_available(self):
@@ -142,11 +122,12 @@ def install(backend_module=None):
     _setup_privateuseone_for_python_backend(
         "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
         device_guard=_DeviceGuard())
+    # Most kernels wait for the first npu tensor (registry.complete()):
+    # registering them takes tens of milliseconds, which a process that
+    # never uses the npu (a DataLoader worker, a tool) should not pay at
+    # import.
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    complete)
-    # Most kernels wait for the first npu tensor (complete()): registering
-    # them takes tens of milliseconds, which a process that never uses the
-    # npu (a DataLoader worker, a tool) should not pay at import.
+                    lazy("registry:complete"))
     register_at_import()
     # Tensor.npu in C (methods.py has its other calls).
     torch.Tensor.npu = _C.npu_method(lazy("methods:npu"), torch._C.TensorBase.to,
@@ -234,32 +215,3 @@ def _hold_collectives_at_exit():
     hccl = sys.modules.get(f"{__name__}.hccl")
     if hccl is not None:  # else there were no collectives
         hccl.keep_running_at_exit()
-
-
-def complete():
-    """Register the kernels that only ops on an npu tensor reach; true once
-    they all are.  The C core calls it before it makes the first npu tensor,
-    on whichever thread that is; another thread making one meanwhile waits
-    here.  Registration itself making one (on this thread) gets false."""
-    with _completion:
-        if _complete["done"] or _complete["running"]:
-            return _complete["done"]
-        _complete["running"] = True
-        try:
-            from . import autocast, hccl, ops, pinned, storage_resize
-
-            npu.init()  # its first tensor
-            npu.load_lazy()
-
-            _C.host_handlers(ops.classify, ops.retry, ops.op_of)
-            ops.register()
-            autocast.register()
-            hccl.register()
-            pinned.register()
-            # Only npu storages are resized here, and there are none yet.
-            storage_resize.install()
-            _complete["done"] = True
-        finally:
-            _complete["running"] = False
-        _torch_facts.save()
-        return True

@@ -632,7 +632,7 @@ static PyObject *
 module_rebind(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *modules, *skip, *keep, *items = NULL, *result = NULL, *name, *value;
+    PyObject *modules, *skip, *keep, *chosen = NULL, *result = NULL, *name, *value;
     Py_ssize_t i, pos = 0, total = 0;
     ttn_user_filter filter = {NULL, NULL, NULL, 0, 0};
 
@@ -652,27 +652,30 @@ module_rebind(PyObject *module, PyObject *args)
     }
     filter.skip = skip;
     filter.keep = keep;
-    /* A snapshot: rebinding must not meet sys.modules changing under it.
-     * A copy of the dict, where a list of items would make a tuple per
-     * module (and a collection, at a thousand modules). */
-    items = PyDict_Copy(modules);
-    if (items == NULL)
+    /* The modules to rebind, then rebinding: setting a module's attribute
+     * may run code, which sys.modules must not change under.  Choosing runs
+     * none (nor allocates anything the collector tracks), so it reads
+     * sys.modules in place: a copy of a thousand modules' dict would cost
+     * more than the few modules chosen. */
+    chosen = PyList_New(0);
+    if (chosen == NULL)
         goto exit;
-    while (PyDict_Next(items, &pos, &name, &value)) {
-        Py_ssize_t n;
+    while (PyDict_Next(modules, &pos, &name, &value)) {
         int r;
 
         if (!PyUnicode_Check(name))
             continue;
         r = may_bind_names(&filter, name);
-        if (r < 0)
+        if (r < 0 || (r > 0 && PyList_Append(chosen, value) < 0))
             goto exit;
-        if (r == 0)
-            continue;
+    }
+    for (i = 0; i < PyList_GET_SIZE(chosen); i++) {
+        Py_ssize_t n;
+
         /* Setting a module's attribute may run code that must not
          * disable meanwhile. */
         st->installing++;
-        n = ttn_rebind(st, value);
+        n = ttn_rebind(st, PyList_GET_ITEM(chosen, i));
         st->installing--;
         if (n < 0)
             goto exit;
@@ -681,7 +684,7 @@ module_rebind(PyObject *module, PyObject *args)
     result = PyLong_FromSsize_t(total);
 
 exit:
-    Py_XDECREF(items);
+    Py_XDECREF(chosen);
     return result;
 }
 

@@ -5,6 +5,8 @@
   the npu device and registering the kernels of its factories) and the
   patcher's (importing its modules, deriving the table from torch,
   installing every patch);
+* the first import's page faults: the memory it is the first to touch,
+  a count that does not move with the machine's load (each costs time);
 * the first npu tensor of the process, when the virtual NPU registers the
   rest of its kernels with torch (once per process), against the same
   call made again;
@@ -30,14 +32,16 @@ import tempfile
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 
 FIRST_IMPORT = """
-import gc, time, json
+import gc, time, json, resource
 import torch
 # The full collection that importing torch makes due (tens of ms over its
 # objects) is taken now, so that it is not timed as the import below.
 gc.collect()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 t0 = time.perf_counter()
 import transfer_to_npu
 t1 = time.perf_counter()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 backend = transfer_to_npu._timings["backend"]
 steps = {step: transfer_to_npu._timings[step] for step in transfer_to_npu._PATCH_STEPS}
 cycles = []
@@ -53,7 +57,7 @@ t4 = time.perf_counter()
 x.to("cuda")
 t5 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "backend": backend, "enable": min(cycles),
-                  "first": t4 - t3, "again": t5 - t4, "steps": steps}))
+                  "first": t4 - t3, "again": t5 - t4, "steps": steps, "faults": faults}))
 """
 
 PER_CALL = """
@@ -175,7 +179,7 @@ def import_parts():
 
 def main():
     print(f"{'first import, torch imported (ms)':<34} {'total':>7} {'best':>6} {'backend':>8} "
-          f"{'patcher':>8} {'enable()':>9} {'1st npu':>8}   (median of {RUNS})")
+          f"{'patcher':>8} {'enable()':>9} {'1st npu':>8} {'faults':>7}   (median of {RUNS})")
     facts_only = facts_only_cache()
     # The modes take turns, so that a change in the machine's load falls on
     # all of them; one round first, unmeasured, fills the caches a new
@@ -190,14 +194,16 @@ def main():
         patcher = statistics.median((r["import"] - r["backend"]) for r in results) * 1e3
         enable = statistics.median(r["enable"] for r in results) * 1e3
         first = statistics.median(r["first"] - r["again"] for r in results) * 1e3
+        faults = statistics.median(r["faults"] for r in results)
         print(f"{label:<34} {total:>7.2f} {best:>6.2f} {backend:>8.2f} {patcher:>8.2f} "
-              f"{enable:>9.2f} {first:>8.2f}")
+              f"{enable:>9.2f} {first:>8.2f} {faults:>7.0f}")
     shutil.rmtree(facts_only, ignore_errors=True)
     print("(best: the fastest of the runs, the least disturbed by the machine's load;\n"
           " backend: the virtual NPU's device and factory kernels; patcher: the rest of the\n"
           " import; enable(): again after disable(), budget 5 ms; 1st npu: what the first\n"
           " x.to('cuda') of a process takes more than the second, registering the virtual\n"
-          " NPU's other kernels; with torch imported and its objects collected)")
+          " NPU's other kernels; faults: the import's page faults, memory it is the first\n"
+          " to touch; with torch imported and its objects collected)")
     off = [r[0] for r in rounds]
     print(f"the patcher's steps in it (log and report off, median of {RUNS}, ms): "
           + ", ".join(f"{step} {statistics.median(r['steps'][step] for r in off) * 1e3:.2f}"

@@ -633,6 +633,7 @@ module_rebind(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
     PyObject *modules, *skip, *keep, *chosen = NULL, *result = NULL, *name, *value;
+    PyObject *iter = NULL, *item;
     Py_ssize_t i, pos = 0, total = 0;
     ttn_user_filter filter = {NULL, NULL, NULL, 0, 0};
 
@@ -646,6 +647,23 @@ module_rebind(PyObject *module, PyObject *args)
             goto exit;
         }
     }
+    /* Exact str only: looking a name up among them then runs no code (see
+     * below). */
+    iter = PyObject_GetIter(skip);
+    if (iter == NULL)
+        goto exit;
+    while ((item = PyIter_Next(iter)) != NULL) {
+        int ok = PyUnicode_CheckExact(item);
+
+        if (!ok)
+            PyErr_Format(PyExc_TypeError, "rebind(): skip must hold str package names, not %R",
+                         item);
+        Py_DECREF(item);
+        if (!ok)
+            goto exit;
+    }
+    if (PyErr_Occurred())
+        goto exit;
     if (!st->enabled) {
         PyErr_SetString(PyExc_RuntimeError, "rebind(): migration is not enabled");
         goto exit;
@@ -654,8 +672,8 @@ module_rebind(PyObject *module, PyObject *args)
     filter.keep = keep;
     /* The modules to rebind, then rebinding: setting a module's attribute
      * may run code, which sys.modules must not change under.  Choosing runs
-     * none (nor allocates anything the collector tracks), so it reads
-     * sys.modules in place: a copy of a thousand modules' dict would cost
+     * none (names are compared with exact str, and nothing the collector
+     * tracks is allocated), so it reads sys.modules in place: a copy of a thousand modules' dict would cost
      * more than the few modules chosen. */
     chosen = PyList_New(0);
     if (chosen == NULL)
@@ -684,6 +702,7 @@ module_rebind(PyObject *module, PyObject *args)
     result = PyLong_FromSsize_t(total);
 
 exit:
+    Py_XDECREF(iter);
     Py_XDECREF(chosen);
     return result;
 }

@@ -71,6 +71,29 @@ def test_values_that_are_not_device_specs_are_untouched():
         assert spec in str(info.value)
 
 
+def test_rescanning_modules_refuses_names_it_cannot_compare_without_running_code():
+    """rebind() reads sys.modules in place, which holds only while choosing
+    the modules runs no code: a package name whose comparison could (a str
+    subclass, any object) is refused first, naming it."""
+    from transfer_to_npu import _C
+
+    compared = []
+
+    class Name(str):
+        def __eq__(self, other):
+            compared.append(other)
+            return False
+
+        __hash__ = str.__hash__
+
+    for skip in (frozenset({Name("torch")}), frozenset({"torch", 3})):
+        with pytest.raises(TypeError, match="skip must hold str package names"):
+            _C.rebind({"torch": torch}, skip, ())
+    with pytest.raises(TypeError, match="keep must hold str prefixes"):
+        _C.rebind({"torch": torch}, frozenset({"torch"}), (b"torch.",))
+    assert compared == []
+
+
 def test_threads_count_exactly_with_the_log_on(tmp_path):
     script = tmp_path / "threads.py"
     script.write_text(textwrap.dedent("""

@@ -1,10 +1,9 @@
 """Registering the virtual NPU's kernels with torch's dispatcher at the
 first npu tensor (``complete()``, which the C core calls then; the kernels
 are ops.py's, autocast.py's, hccl.py's and pinned.py's), after the user's
-code has run: an
-op or fallback that something else (a ``torch.library`` kernel of the
-user's) registered for the npu in the meantime keeps its kernel, as it
-would have overridden ours had ours come first.  torch itself registers no
+code has run: an op or fallback that something else (a ``torch.library``
+kernel of the user's) registered for the npu in the meantime keeps its
+kernel, as it would have overridden ours had ours come first.  torch itself registers no
 aten kernel for the device.  The kernels torch may call before that are
 in place from import (``register_at_import`` in the package's __init__).
 """

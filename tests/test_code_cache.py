@@ -206,6 +206,15 @@ try:
     m.rows(None)
 except AttributeError:
     print(any(f.filename == m.__file__ and f.line for f in traceback.extract_tb(sys.exc_info()[2])))
+# What the import system gives a module read from its file: a module has no
+# __path__, a package its directory.
+import importlib.util, os
+p = sys.modules["transfer_to_npu._rules"]
+assert not {p.__file__, p.__cached__} & opened
+print(all(x.__cached__ == importlib.util.cache_from_source(x.__file__) and x.__loader__ is
+          x.__spec__.loader and x.__spec__.origin == x.__file__ for x in (m, p)),
+      not hasattr(m, "__path__"), p.__path__ == [os.path.dirname(p.__file__)],
+      m.__package__ == p.__package__ == p.__name__)
 """))
-    assert out.split() == ["True", "True", "True"]
+    assert out.split() == ["True"] * 7
     assert "torch.cuda.synchronize" in _run(tmp_path, args=("-m", "transfer_to_npu", "--list"))

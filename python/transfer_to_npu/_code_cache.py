@@ -20,7 +20,7 @@ import zlib
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from stat import S_ISREG
-from types import CodeType
+from types import CodeType, ModuleType
 
 FORMAT = 2
 
@@ -150,6 +150,20 @@ class _Loader(SourceFileLoader):
     def __init__(self, fullname, path, packed=None):
         super().__init__(fullname, path)
         self._packed = packed
+
+    def create_module(self, spec):
+        # The import system sets __file__, __cached__ and __path__ where
+        # looking each up on the new module fails, which costs it two
+        # AttributeErrors (the module's, and its spec's _initializing).
+        # Made with them, the module has none to fail.
+        module = ModuleType(spec.name)
+        if spec.has_location:
+            module.__file__ = spec.origin
+        if spec.cached is not None:
+            module.__cached__ = spec.cached
+        if spec.submodule_search_locations is not None:
+            module.__path__ = spec.submodule_search_locations
+        return module
 
     def get_code(self, fullname):
         if fullname == self.name and self._packed is not None:

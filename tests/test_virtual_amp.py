@@ -84,6 +84,21 @@ def test_autocast_off_and_outside_changes_nothing():
         assert (cpu @ cpu).dtype == torch.float32  # autocast('npu') leaves the cpu alone
 
 
+@pytest.mark.filterwarnings("error:In npu autocast")
+def test_float32_autocast_stays_on_and_casts_up():
+    """autocast(dtype=torch.float32), which CUDA keeps on (nanoGPT's float32
+    setting builds it), runs the ops it lists in float32 whatever their
+    inputs, as torch_npu's does."""
+    torch.manual_seed(0)
+    layer = nn.Linear(4, 4).to("npu")
+    x = torch.randn(2, 4, device="npu", dtype=torch.bfloat16)
+    with torch.autocast("npu", dtype=torch.float32):
+        assert torch.is_autocast_enabled("npu")
+        y = layer(x)
+    assert y.dtype == torch.float32
+    assert torch.equal(y.cpu(), F.linear(x.cpu().float(), layer.weight.cpu(), layer.bias.cpu()))
+
+
 def test_backward_through_autocast_gives_float32_grads():
     torch.manual_seed(0)
     layer = nn.Linear(8, 8).to("npu")

@@ -179,7 +179,10 @@ def is_bf16_supported(including_emulation=True):
 
 
 def get_amp_supported_dtype():
-    return [torch.float16, torch.bfloat16]
+    # torch_npu's answer on a device with bfloat16.  float32 among them keeps
+    # autocast(dtype=torch.float32) on, as CUDA's is (nanoGPT's float32
+    # setting): ops it lists run in float32 whatever their inputs.
+    return [torch.float16, torch.bfloat16, torch.float32]
 
 
 # --- random numbers and memory -------------------------------------------

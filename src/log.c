@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -121,10 +122,26 @@ ttn_log_write(ttn_state *st, PyObject *line)
 static PyObject *
 format_line(ttn_entry *e, const char *where, PyObject *argname, PyObject *from, PyObject *to)
 {
-    if (argname != NULL)
-        return PyUnicode_FromFormat("transfer_to_npu: %s: %s(%U=%R) -> %s(%U=%R)\n", where,
-                                    e->source, argname, from, e->target, argname, to);
-    return PyUnicode_FromFormat("transfer_to_npu: %s: %s -> %s\n", where, e->source, e->target);
+    PyObject *target = NULL, *line = NULL;
+    const char *paren;
+
+    if (argname == NULL)
+        return PyUnicode_FromFormat("transfer_to_npu: %s: %s -> %s\n", where, e->source,
+                                    e->target);
+    /* A target that names its rewritten argument itself
+     * ("init_process_group(backend='hccl')") is named without it where the
+     * argument follows. */
+    paren = strchr(e->target, '(');
+    target = PyUnicode_FromStringAndSize(
+        e->target, paren == NULL ? (Py_ssize_t)strlen(e->target) : paren - e->target);
+    if (target == NULL)
+        goto exit;
+    line = PyUnicode_FromFormat("transfer_to_npu: %s: %s(%U=%R) -> %U(%U=%R)\n", where,
+                                e->source, argname, from, target, argname, to);
+
+exit:
+    Py_XDECREF(target);
+    return line;
 }
 
 static int

@@ -119,27 +119,39 @@ ttn_log_write(ttn_state *st, PyObject *line)
 
 /* ------------------------------------------------------------------------- */
 
+/* An entry's name as shown before the arguments of a call: without the note
+ * that some names carry ("init_process_group(backend='hccl')",
+ * "torch.Stream (the virtual NPU's)"), which the argument shown replaces. */
+static PyObject *
+name_before_args(const char *shown)
+{
+    const char *paren = strchr(shown, '(');
+    size_t n = paren == NULL ? strlen(shown) : (size_t)(paren - shown);
+
+    while (n > 0 && shown[n - 1] == ' ')
+        n--;
+    return PyUnicode_FromStringAndSize(shown, (Py_ssize_t)n);
+}
+
 static PyObject *
 format_line(ttn_entry *e, const char *where, PyObject *argname, PyObject *from, PyObject *to)
 {
-    PyObject *target = NULL, *line = NULL;
-    const char *paren;
+    PyObject *source = NULL, *target = NULL, *line = NULL;
 
     if (argname == NULL)
         return PyUnicode_FromFormat("transfer_to_npu: %s: %s -> %s\n", where, e->source,
                                     e->target);
-    /* A target that names its rewritten argument itself
-     * ("init_process_group(backend='hccl')") is named without it where the
-     * argument follows. */
-    paren = strchr(e->target, '(');
-    target = PyUnicode_FromStringAndSize(
-        e->target, paren == NULL ? (Py_ssize_t)strlen(e->target) : paren - e->target);
+    source = name_before_args(e->source);
+    if (source == NULL)
+        goto exit;
+    target = name_before_args(e->target);
     if (target == NULL)
         goto exit;
-    line = PyUnicode_FromFormat("transfer_to_npu: %s: %s(%U=%R) -> %U(%U=%R)\n", where,
-                                e->source, argname, from, target, argname, to);
+    line = PyUnicode_FromFormat("transfer_to_npu: %s: %U(%U=%R) -> %U(%U=%R)\n", where, source,
+                                argname, from, target, argname, to);
 
 exit:
+    Py_XDECREF(source);
     Py_XDECREF(target);
     return line;
 }

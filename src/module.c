@@ -673,8 +673,8 @@ module_rebind(PyObject *module, PyObject *args)
     /* The modules to rebind, then rebinding: setting a module's attribute
      * may run code, which sys.modules must not change under.  Choosing runs
      * none (names are compared with exact str, and nothing the collector
-     * tracks is allocated), so it reads sys.modules in place: a copy of a thousand modules' dict would cost
-     * more than the few modules chosen. */
+     * tracks is allocated), so it reads sys.modules in place: a copy of a
+     * thousand modules' dict would cost more than the few modules chosen. */
     chosen = PyList_New(0);
     if (chosen == NULL)
         goto exit;

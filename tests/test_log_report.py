@@ -82,22 +82,25 @@ def test_every_call_logs_the_npu_spelling(tmp_path):
     ] * 3
 
 
-def test_a_backend_argument_is_logged_once(tmp_path):
-    """The line of a rewritten backend names the function, then the
-    argument as the script gave it and as it was passed."""
+def test_an_argument_is_logged_once_after_the_name(tmp_path):
+    """The line of a rewritten argument names the function, then the
+    argument as the script gave it and as it was passed, where the target's
+    name carries a note of its own (the backend it passes, what it is)."""
     path = tmp_path / "ddp.py"
     path.write_text(textwrap.dedent(f"""
         import transfer_to_npu
-        import torch.distributed as dist
+        import torch, torch.distributed as dist
         dist.init_process_group(backend="nccl", init_method="file://{tmp_path / 'store'}",
                                 rank=0, world_size=1)
         dist.destroy_process_group()
+        s = torch.Stream(device="cuda")
     """))
     proc = run_python([str(path)], env={"TRANSFER_TO_NPU_LOG": "1"})
     assert proc.returncode == 0, proc.stderr
-    assert _lines(proc.stderr) == [
+    assert [l for l in _lines(proc.stderr) if "torch.device" not in l] == [
         f"transfer_to_npu: {path}:4: torch.distributed.init_process_group(backend='nccl') -> "
-        f"torch.distributed.init_process_group(backend='hccl')"]
+        f"torch.distributed.init_process_group(backend='hccl')",
+        f"transfer_to_npu: {path}:7: torch.Stream(device='cuda') -> torch.Stream(device='npu')"]
 
 
 def test_bad_level_is_a_clear_error(script):

@@ -7,9 +7,11 @@ imports, and on only around the loops of each case (cases.py): the CUDA
 spelling with migration on, then the npu spelling with migration off.  Each
 side runs a loop of N calls and one of 2N, and its cost per call is the
 difference over N, which leaves out the control commands around the loops;
-the difference between the sides is what migration adds.  Then the first
-import's count, in a process of its own, with torch imported.  Needs
-valgrind (`make tools`).
+the difference between the sides is what migration adds.  Then, each in a
+process of its own: the end-to-end training step of bench_e2e_step.py,
+migrated and written for the npu by hand, whose ratio the wall clock
+gives only to within the machine's noise; and the first import's count,
+with torch imported.  Needs valgrind (`make tools`).
 """
 import gc
 import os
@@ -83,6 +85,39 @@ def child():
             transfer_to_npu.enable()
 
 
+def e2e_child():
+    """The seed's CNN training step written for CUDA and migrated, and the
+    same step written for the npu with migration off (bench_e2e_step.py's
+    two sides, training one model): a window of one step each, in turns,
+    after a first turn that is not counted (its windows hold what a first
+    call in a window costs callgrind)."""
+    import torch
+
+    import transfer_to_npu
+    from seed_cnn import make_step, make_training
+
+    torch.set_num_threads(1)
+    training = make_training("npu:0")
+    sides = (("migrated", make_step(training, "cuda:0"), True),
+             ("by_hand", make_step(training, "npu:0"), False))
+    gc.collect()
+    gc.disable()
+    for turn in ("warm", "1", "2"):
+        for tag, step, migrated in sides:
+            if not migrated:
+                transfer_to_npu.disable()  # a script for the npu runs without the patcher
+            try:
+                step()
+                ctl("-z")
+                ctl("-i", "on")
+                step()
+                ctl("-d", f"{tag}{turn}")
+                ctl("-i", "off")
+            finally:
+                if not migrated:
+                    transfer_to_npu.enable()
+
+
 def totals(directory):
     out = {}
     for name in os.listdir(directory):
@@ -133,6 +168,13 @@ def main():
     for i, (label, path, _, _) in enumerate(CASES):
         m, d = (per_call(counts, f"{side}{i}") for side in ("migrated", "direct"))
         print(f"{label:<36} {path:<13} {m:>9.0f} {d:>9.0f} {m - d:>+7.0f}")
+    counts = counted("--e2e")
+    if counts is None:
+        return 1
+    m, h = ((counts[f"{tag}1"] + counts[f"{tag}2"]) / 2 for tag in ("migrated", "by_hand"))
+    print(f"end to end, the seed's CNN training step (bench_e2e_step.py's two sides): "
+          f"migrated {m / 1e6:.2f} M, by hand {h / 1e6:.2f} M instructions a step, "
+          f"{m - h:+.0f}; ratio {m / h:.5f} (budget 1.01)")
     # A run of its own first fills the on-disk caches, as any earlier run would.
     subprocess.run([sys.executable, "-c", "import torch, transfer_to_npu"], env=ENV, check=True)
     counts = counted("--import")
@@ -148,5 +190,7 @@ if __name__ == "__main__":
         child()
     elif "--import" in sys.argv:
         import_child()
+    elif "--e2e" in sys.argv:
+        e2e_child()
     else:
         sys.exit(main())

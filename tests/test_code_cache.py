@@ -167,6 +167,28 @@ def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, how):
     assert "transfer_to_npu._rules.data" in _probe(tmp_path)[2]
 
 
+def test_a_damaged_entry_costs_its_module_alone(tmp_path):
+    """Entries are checked as they are used: one damaged entry has its
+    module read from its file, and the rest of the cache still serves."""
+    import marshal
+
+    _probe(tmp_path)
+    (path,) = _code_files(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    length = int.from_bytes(data[:8], "little")
+    key, index = marshal.loads(data[8:8 + length])
+    damaged = "transfer_to_npu._rules.data"
+    assert list(index)[-1] != damaged  # the last entry is the file's end
+    index[damaged] = index[damaged][:2]
+    header = marshal.dumps((key, index))
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + data[8 + length:])
+    cached = _probe(tmp_path)[2]
+    assert damaged not in cached and "transfer_to_npu.backends.virtual" in cached
+    assert damaged in _probe(tmp_path)[2]  # written again
+
+
 @pytest.mark.parametrize("other", ["writable by others", "owned by another user"])
 def test_a_cache_others_may_have_written_is_not_run(tmp_path, other):
     _probe(tmp_path)

@@ -217,8 +217,7 @@ class _Cache:
             if 0 < length <= size - _LENGTH:
                 key, entries = marshal.loads(os.pread(self.fd, length, _LENGTH))
                 self.code_start, self.code_size = _LENGTH + length, size - _LENGTH - length
-                if key == self.key and isinstance(entries, dict) and all(
-                        self._well_formed(e) for e in entries.values()):
+                if key == self.key and isinstance(entries, dict) and self._whole(entries):
                     self.entries = entries
         except (OSError,) + _DAMAGED:
             pass
@@ -242,6 +241,22 @@ class _Cache:
         if self.fd is not None and self._ours():
             os.close(self.fd)
         self.fd, self.entries = None, {}
+
+    def _whole(self, entries):
+        """Whether the file ends where its index says: the entry written
+        last ends it, so a file cut or grown since is not read at all.
+        The other entries are checked when used (_entry): a process imports
+        a third of the package."""
+        if not entries:
+            return False
+        last = next(reversed(entries.values()))
+        return self._well_formed(last) and last[_OFFSET] + last[_CODE_LENGTH] == self.code_size
+
+    def _entry(self, name):
+        """The index's entry for a module, or None when it has none or a
+        damaged one (the module is then read from its file)."""
+        entry = self.entries.get(name)
+        return entry if entry is not None and self._well_formed(entry) else None
 
     def _well_formed(self, entry):
         """Whether an entry of a damaged file could not fail an import."""
@@ -267,7 +282,7 @@ class _Cache:
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(_PREFIX):
             return None
-        entry = self.entries.get(fullname)
+        entry = self._entry(fullname)
         if entry is not None:
             origin = entry[_ORIGIN]
             stamp = self.stamps[origin] = _stamp(origin)
@@ -300,7 +315,7 @@ class _Cache:
         learnt, self.learnt = self.learnt, {}
         index, blobs, offset = {}, [], 0
         for name, entry in self.entries.items():
-            if name not in learnt:
+            if name not in learnt and self._well_formed(entry):
                 code = self._code_of(entry)
                 if len(code) != entry[_CODE_LENGTH]:
                     continue  # cut meanwhile: learnt again when imported

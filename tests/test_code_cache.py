@@ -129,6 +129,10 @@ def test_one_cache_per_copy_of_the_package(tmp_path, site):
     assert _probe(tmp_path)[0] == "None"
 
 
+# The module whose entry "one short entry" damages.
+ONE_DAMAGED = "transfer_to_npu._rules.data"
+
+
 def _damage(path, how):
     """Rewrite the cache file at path, damaged."""
     import marshal
@@ -144,6 +148,10 @@ def _damage(path, how):
         return b"not a cache"
     if how == "short entries":
         index = {name: entry[:2] for name, entry in index.items()}
+    elif how == "one short entry":
+        # Not the last entry, which says where the file ends.
+        assert list(index)[-1] != ONE_DAMAGED
+        index[ONE_DAMAGED] = index[ONE_DAMAGED][:2]
     elif how == "offsets past the end":
         index = {name: entry[:4] + (len(code), 10) for name, entry in index.items()}
     elif how == "fields of the wrong type":
@@ -170,23 +178,14 @@ def test_a_bad_cache_is_ignored_and_rewritten(tmp_path, how):
 def test_a_damaged_entry_costs_its_module_alone(tmp_path):
     """Entries are checked as they are used: one damaged entry has its
     module read from its file, and the rest of the cache still serves."""
-    import marshal
-
     _probe(tmp_path)
     (path,) = _code_files(tmp_path)
-    with open(path, "rb") as f:
-        data = f.read()
-    length = int.from_bytes(data[:8], "little")
-    key, index = marshal.loads(data[8:8 + length])
-    damaged = "transfer_to_npu._rules.data"
-    assert list(index)[-1] != damaged  # the last entry is the file's end
-    index[damaged] = index[damaged][:2]
-    header = marshal.dumps((key, index))
+    content = _damage(path, "one short entry")
     with open(path, "wb") as f:
-        f.write(len(header).to_bytes(8, "little") + header + data[8 + length:])
+        f.write(content)
     cached = _probe(tmp_path)[2]
-    assert damaged not in cached and "transfer_to_npu.backends.virtual" in cached
-    assert damaged in _probe(tmp_path)[2]  # written again
+    assert ONE_DAMAGED not in cached and "transfer_to_npu.backends.virtual" in cached
+    assert ONE_DAMAGED in _probe(tmp_path)[2]  # written again
 
 
 @pytest.mark.parametrize("other", ["writable by others", "owned by another user"])

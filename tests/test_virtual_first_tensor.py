@@ -129,3 +129,21 @@ def test_a_fork_while_another_thread_registers():
         "    os.kill(pid, 9); print('child hung')\n"
         "print((torch.ones(2).cuda() * 3).tolist())\n")
     assert out == ["child", "0", "[3.0,", "3.0]"]
+
+
+def test_torch_library_knows_the_kernels_registered_for_the_npu():
+    # torch.library keeps a record of the kernels registered through it: a
+    # user's registration that must not override one (allow_override=False)
+    # is refused for the virtual NPU's kernels as for anyone's.
+    out = _run(
+        "x = torch.zeros(2, device='cuda')\n"
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "for op in ('add.Tensor', '_to_copy', 'is_pinned'):\n"
+        "    key = 'CPU' if op == 'is_pinned' else 'PrivateUse1'\n"
+        "    try:\n"
+        "        lib.impl(op, lambda *a, **k: None, key, allow_override=False)\n"
+        "    except RuntimeError as exc:\n"
+        "        print('refused' if 'already a kernel registered' in str(exc) else exc)\n"
+        "    else:\n"
+        "        print('overridden')\n")
+    assert out == ["refused"] * 3

@@ -71,15 +71,27 @@ def dispatched_by_device():
 _libraries = []
 
 
+def register_kernel(lib, name, kernel, key):
+    """``lib.impl(name, kernel, key)``, with the key handed to torch's
+    binding as its enum: given the key's name, the binding first tries a
+    cast that fails (an AttributeError made and formatted), which costs
+    more than the registration itself, and there are a thousand of them at
+    the first npu tensor.  torch.library's record of what it registered is
+    kept as lib.impl keeps it (a Library's destruction reads it)."""
+    lib.m.impl(name, getattr(torch._C.DispatchKey, key), kernel)
+    record = f"{lib.ns}/{name.split('::')[-1]}/{key}"
+    torch.library._impls.add(record)
+    lib._op_impls.add(record)
+
+
 def impl(lib, name, make, key):
     """Register ``make()`` as ``lib``'s kernel of op ``name`` for ``key``,
     unless the op has one for it already (at import and at the first npu
     tensor: registry.py)."""
-    # The key as torch's enum: given a str, the binding first tries a cast
-    # that fails, which costs more than the lookup itself.
+    # The key as torch's enum here too, for the same reason.
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{lib.ns}::{name}",
                                                           getattr(torch._C.DispatchKey, key)):
-        lib.impl(name, make(), key)
+        register_kernel(lib, name, make(), key)
 
 
 def register_at_import():
@@ -99,8 +111,8 @@ def register_at_import():
         kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
     for name, kernel in kernels.items():
         impl(lib, name, lambda kernel=kernel: kernel, "PrivateUse1")
-    lib.impl("_pin_memory", lazy("pinned:pin_memory"), "CPU")
-    lib.impl("is_pinned", lazy("pinned:is_pinned"), "CPU")
+    register_kernel(lib, "_pin_memory", lazy("pinned:pin_memory"), "CPU")
+    register_kernel(lib, "is_pinned", lazy("pinned:is_pinned"), "CPU")
     _C.pin_made(lazy("pinned:pin_made"))
     _libraries.append(lib)
 

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ... import _C
+from . import register_kernel
 
 
 _NPU = torch.device("npu")
@@ -205,5 +206,5 @@ def register():
         # is the point.
         warnings.simplefilter("ignore")
         for name, op in ops:
-            lib.impl(name, _kernel(op), "PrivateUse1")
+            register_kernel(lib, name, _kernel(op), "PrivateUse1")
     _libraries.append(lib)

@@ -19,6 +19,7 @@ stages a load to the device this way).
 import torch
 
 from ... import _C
+from . import register_kernel
 
 _libraries = []
 
@@ -67,6 +68,6 @@ def _npu_is_pinned(self, device=None):
 def register():
     """Asking to pin an npu tensor: at the first npu tensor."""
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_pin_memory", _npu_pin_memory, "PrivateUse1")
-    lib.impl("is_pinned", _npu_is_pinned, "PrivateUse1")
+    register_kernel(lib, "_pin_memory", _npu_pin_memory, "PrivateUse1")
+    register_kernel(lib, "is_pinned", _npu_is_pinned, "PrivateUse1")
     _libraries.append(lib)

@@ -20,6 +20,7 @@ SOURCES = [
     "src/host_alias.c",
     "src/npu_method.c",
     "src/lazy.c",
+    "src/stamp.c",
     "src/host_call.c",
     "src/log.c",
     "src/import_hook.c",

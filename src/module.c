@@ -963,7 +963,8 @@ module_exec(PyObject *module)
         PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_rules_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_npu_method_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_lazy_methods) < 0)
+        PyModule_AddFunctions(module, ttn_lazy_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_stamp_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||

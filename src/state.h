@@ -318,5 +318,6 @@ extern PyMethodDef ttn_npu_method_methods[];
 /* lazy.c */
 extern PyType_Spec ttn_lazy_spec;
 extern PyMethodDef ttn_lazy_methods[];
+extern PyMethodDef ttn_stamp_methods[];
 
 #endif

@@ -239,3 +239,21 @@ print(all(x.__cached__ == importlib.util.cache_from_source(x.__file__) and x.__l
 """))
     assert out.split() == ["True"] * 7
     assert "torch.cuda.synchronize" in _run(tmp_path, args=("-m", "transfer_to_npu", "--list"))
+
+
+def test_a_file_is_stated_as_os_stat_states_it(tmp_path):
+    # Entries written by one way of stating a file are checked by the other
+    # (os.stat where the C core has no stamp): the three numbers must agree.
+    target = tmp_path / "module.py"
+    target.write_text("x = 1\n")
+    os.utime(target, ns=(1_000_000_001, 1_234_567_891_011_121_314))
+    out = _run(tmp_path / "cache", args=("-c", f"""
+import os, pathlib
+from transfer_to_npu import _code_cache
+path = {str(target)!r}
+st = os.stat(path)
+print(_code_cache._stamp(path) == (st.st_mtime_ns, st.st_size, st.st_ctime_ns),
+      _code_cache._stamp(pathlib.Path(path)) == _code_cache._stamp(path),
+      _code_cache._stamp(path + ".missing"), _code_cache._stamp("a\\0b"))
+"""))
+    assert out.split() == ["True", "True", "None", "None"]

@@ -418,27 +418,46 @@ wrapper_call_quick(WrapperObject *self, PyObject *const *args, size_t nargsf, Py
                        kwnames);
 }
 
+/* A call that passes, counted: a redirect counts every call. */
+static TTN_NOINLINE PyObject *
+wrapper_call_counted(WrapperObject *self, PyObject *const *args, size_t nargsf,
+                     PyObject *kwnames)
+{
+    ttn_hit(self->state, self->entry);
+    return call_target(self->target, args, nargsf, kwnames);
+}
+
+/* The hot path's keyword names, when they are not the last plain ones. */
+static TTN_NOINLINE PyObject *
+wrapper_call_keywords(WrapperObject *self, PyObject *const *args, size_t nargsf,
+                      PyObject *kwnames)
+{
+    if (maybe_device_kw(self, args + PyVectorcall_NARGS(nargsf), kwnames))
+        return wrapper_call_quick(self, args, nargsf, kwnames);
+    if (self->mode == TTN_MODE_REDIRECT)
+        return wrapper_call_counted(self, args, nargsf, kwnames);
+    return call_target(self->target, args, nargsf, kwnames);
+}
+
+/* The hot path: nothing that could be a device where this callable takes
+ * one, so the call goes straight on.  Everything else is a tail call, so
+ * that a pass-through saves no registers. */
 static PyObject *
 Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     WrapperObject *self = (WrapperObject *)op;
-    ttn_state *st = self->state;
     Py_ssize_t nargs;
 
-    if (TTN_LIKELY(self->fast & st->enabled)) {
-        /* The hot path: nothing that could be a device where this callable
-         * takes one, so the call goes straight on. */
-        nargs = PyVectorcall_NARGS(nargsf);
-        if ((self->pos < 0 || self->pos >= nargs || !maybe_device(self, args[self->pos])) &&
-            (kwnames == NULL || kwnames == self->plain_kwnames ||
-             !maybe_device_kw(self, args + nargs, kwnames))) {
-            if (self->mode == TTN_MODE_REDIRECT)
-                ttn_hit(st, self->entry);
-            return call_target(self->target, args, nargsf, kwnames);
-        }
+    if (!TTN_LIKELY(self->fast & self->state->enabled))
+        return wrapper_call_general(self, args, nargsf, kwnames);
+    nargs = PyVectorcall_NARGS(nargsf);
+    if (self->pos >= 0 && self->pos < nargs && maybe_device(self, args[self->pos]))
         return wrapper_call_quick(self, args, nargsf, kwnames);
-    }
-    return wrapper_call_general(self, args, nargsf, kwnames);
+    if (kwnames != NULL && kwnames != self->plain_kwnames)
+        return wrapper_call_keywords(self, args, nargsf, kwnames);
+    if (self->mode == TTN_MODE_REDIRECT)
+        return wrapper_call_counted(self, args, nargsf, kwnames);
+    return call_target(self->target, args, nargsf, kwnames);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -318,6 +318,8 @@ extern PyMethodDef ttn_npu_method_methods[];
 /* lazy.c */
 extern PyType_Spec ttn_lazy_spec;
 extern PyMethodDef ttn_lazy_methods[];
+
+/* stamp.c */
 extern PyMethodDef ttn_stamp_methods[];
 
 #endif

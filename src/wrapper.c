@@ -427,6 +427,15 @@ wrapper_call_counted(WrapperObject *self, PyObject *const *args, size_t nargsf,
     return call_target(self->target, args, nargsf, kwnames);
 }
 
+/* A call with nothing to rewrite goes on to the target. */
+static inline PyObject *
+wrapper_pass(WrapperObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (self->mode == TTN_MODE_REDIRECT)
+        return wrapper_call_counted(self, args, nargsf, kwnames);
+    return call_target(self->target, args, nargsf, kwnames);
+}
+
 /* The hot path's keyword names, when they are not the last plain ones. */
 static TTN_NOINLINE PyObject *
 wrapper_call_keywords(WrapperObject *self, PyObject *const *args, size_t nargsf,
@@ -434,9 +443,7 @@ wrapper_call_keywords(WrapperObject *self, PyObject *const *args, size_t nargsf,
 {
     if (maybe_device_kw(self, args + PyVectorcall_NARGS(nargsf), kwnames))
         return wrapper_call_quick(self, args, nargsf, kwnames);
-    if (self->mode == TTN_MODE_REDIRECT)
-        return wrapper_call_counted(self, args, nargsf, kwnames);
-    return call_target(self->target, args, nargsf, kwnames);
+    return wrapper_pass(self, args, nargsf, kwnames);
 }
 
 /* The hot path: nothing that could be a device where this callable takes
@@ -455,9 +462,7 @@ Wrapper_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         return wrapper_call_quick(self, args, nargsf, kwnames);
     if (kwnames != NULL && kwnames != self->plain_kwnames)
         return wrapper_call_keywords(self, args, nargsf, kwnames);
-    if (self->mode == TTN_MODE_REDIRECT)
-        return wrapper_call_counted(self, args, nargsf, kwnames);
-    return call_target(self->target, args, nargsf, kwnames);
+    return wrapper_pass(self, args, nargsf, kwnames);
 }
 
 /* ------------------------------------------------------------------------- */

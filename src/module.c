@@ -2,6 +2,8 @@
  * enable/disable entry points and the table's Python view. */
 #include "state.h"
 
+#include <structmember.h>
+
 /* ------------------------------------------------------------------------- */
 
 ttn_state *
@@ -892,6 +894,34 @@ intern(PyObject **slot, const char *s)
     return *slot == NULL ? -1 : 0;
 }
 
+/* InvalidDeviceError from a spec, as the extension's other types: made by
+ * type(), as PyErr_NewException makes a class, it cost the import more
+ * than all of them together.  Weak references to it work, as to a class
+ * defined in Python. */
+typedef struct {
+    PyBaseExceptionObject base;
+    PyObject *weakreflist;
+} InvalidDeviceErrorObject;
+
+static PyMemberDef invalid_device_error_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(InvalidDeviceErrorObject, weakreflist), READONLY},
+    {NULL},
+};
+
+static PyType_Slot invalid_device_error_slots[] = {
+    {Py_tp_doc, (void *)"A device argument names CUDA with a malformed index."},
+    {Py_tp_members, invalid_device_error_members},
+    {0, NULL},
+};
+
+static PyType_Spec invalid_device_error_spec = {
+    .name = "transfer_to_npu.InvalidDeviceError",
+    .basicsize = sizeof(InvalidDeviceErrorObject),
+    /* The collector's flag and functions are the base's, inherited. */
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = invalid_device_error_slots,
+};
+
 static PyTypeObject *
 add_type(PyObject *module, PyType_Spec *spec)
 {
@@ -945,10 +975,7 @@ module_exec(PyObject *module)
     bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_RuntimeError);
     if (bases == NULL)
         goto exit;
-    st->invalid_device_error =
-        PyErr_NewExceptionWithDoc("transfer_to_npu.InvalidDeviceError",
-                                  "A device argument names CUDA with a malformed index.", bases,
-                                  NULL);
+    st->invalid_device_error = PyType_FromModuleAndSpec(module, &invalid_device_error_spec, bases);
     if (st->invalid_device_error == NULL ||
         PyModule_AddObjectRef(module, "InvalidDeviceError", st->invalid_device_error) < 0)
         goto exit;

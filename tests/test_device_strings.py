@@ -86,6 +86,34 @@ def test_invalid_cuda_strings_raise_naming_the_value(bad):
         assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
 
 
+def test_invalid_device_error_is_an_exception_class_like_any_other():
+    """What code does with an exception class of a library: catch it as
+    either base, subclass it, pickle it (multiprocessing hands errors back
+    that way), note on it, keep a weak reference to it."""
+    import pickle
+    import weakref
+
+    error_type = transfer_to_npu.InvalidDeviceError
+    assert error_type.__module__ == "transfer_to_npu"
+    assert error_type.__name__ == error_type.__qualname__ == "InvalidDeviceError"
+    assert "malformed" in error_type.__doc__
+    assert error_type.__mro__[1:3] == (ValueError, RuntimeError)
+    with pytest.raises(transfer_to_npu.InvalidDeviceError) as info:
+        torch.device("cuda:x")
+    error = info.value
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is error_type and again.args == error.args
+    error.note = "seen"
+    assert vars(error) == {"note": "seen"}
+    ref = weakref.ref(error)
+    assert ref() is error
+
+    class Narrower(error_type):
+        pass
+
+    assert isinstance(Narrower("x"), ValueError) and str(Narrower("x")) == "x"
+
+
 def test_invalid_string_error_names_argument_and_api():
     with pytest.raises(ValueError, match=r"'cuda:x' \(argument 'device' of torch\.zeros\)"):
         torch.zeros(1, device="cuda:x")

@@ -18,8 +18,10 @@ dup_str(const char *s)
     return d;
 }
 
+/* A target or kind replaced after the entry was made is allocated apart
+ * from the entry's block (own: which of them). */
 static int
-replace_str(char **slot, const char *value)
+replace_str(ttn_entry *e, char **slot, unsigned own, const char *value)
 {
     char *d;
 
@@ -28,8 +30,10 @@ replace_str(char **slot, const char *value)
     d = dup_str(value);
     if (d == NULL)
         return -1;
-    free(*slot);
+    if (e->own & own)
+        free(*slot);
     *slot = d;
+    e->own |= own;
     return 0;
 }
 
@@ -43,9 +47,10 @@ free_entry(ttn_entry *e)
         free(s->where);
         free(s);
     }
-    /* source lives in e's own block */
-    free(e->target);
-    free(e->kind);
+    if (e->own & TTN_OWN_TARGET)
+        free(e->target);
+    if (e->own & TTN_OWN_KIND)
+        free(e->kind);
     free(e);
 }
 
@@ -63,9 +68,10 @@ ttn_entry *
 ttn_table_add(ttn_table *t, const char *source, const char *target,
               const char *kind, int *created)
 {
-    size_t n = strlen(source);
+    size_t n = strlen(source), n_target, n_kind;
     unsigned hash;
     ttn_entry *e = NULL;
+    char *p;
 
     if (created != NULL)
         *created = 0;
@@ -73,32 +79,31 @@ ttn_table_add(ttn_table *t, const char *source, const char *target,
     HASH_VALUE(source, n, hash);
     HASH_FIND_BYHASHVALUE(hh, t->entries, source, n, hash, e);
     if (e != NULL) {
-        if (replace_str(&e->target, target) < 0 || replace_str(&e->kind, kind) < 0)
+        if (replace_str(e, &e->target, TTN_OWN_TARGET, target) < 0 ||
+            replace_str(e, &e->kind, TTN_OWN_KIND, kind) < 0)
             return NULL;
         return e;
     }
-    /* The key, which never changes, in the entry's own block. */
-    e = calloc(1, sizeof(*e) + n + 1);
+    /* The strings in the entry's own block: one allocation per entry (a
+     * table is made of some 240 at import). */
+    n_target = strlen(target) + 1;
+    n_kind = strlen(kind) + 1;
+    e = calloc(1, sizeof(*e) + n + 1 + n_target + n_kind);
     if (e == NULL)
         return NULL;
-    e->source = memcpy((char *)(e + 1), source, n + 1);
-    e->target = dup_str(target);
-    e->kind = dup_str(kind);
-    if (e->target == NULL || e->kind == NULL)
-        goto error;
+    p = (char *)(e + 1);
+    e->source = memcpy(p, source, n + 1);
+    e->target = memcpy(p + n + 1, target, n_target);
+    e->kind = memcpy(p + n + 1 + n_target, kind, n_kind);
     ttn_uthash_oom = 0;
     HASH_ADD_KEYPTR_BYHASHVALUE(hh, t->entries, e->source, n, hash, e);
-    if (ttn_uthash_oom)
-        goto error;
+    if (ttn_uthash_oom) {
+        free(e);
+        return NULL;
+    }
     if (created != NULL)
         *created = 1;
     return e;
-
-error:
-    free(e->target);
-    free(e->kind);
-    free(e);
-    return NULL;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -21,10 +21,16 @@ typedef struct ttn_site {
     UT_hash_handle hh;
 } ttn_site;
 
+/* ttn_entry.own: which of target and kind were allocated apart (replaced
+ * after the entry was made); else they are in the entry's own block. */
+#define TTN_OWN_TARGET 1u
+#define TTN_OWN_KIND 2u
+
 typedef struct ttn_entry {
-    char *source; /* key, in the entry's own allocation */
-    char *target; /* owned */
-    char *kind;   /* owned */
+    char *source; /* key, in the entry's own block */
+    char *target; /* in the block, or owned (own) */
+    char *kind;   /* in the block, or owned (own) */
+    unsigned own;
     uint64_t calls;
     ttn_site *sites; /* in first-hit order */
     UT_hash_handle hh;

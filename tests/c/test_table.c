@@ -46,6 +46,31 @@ START_TEST(test_table_add_twice_keeps_entry_and_counts)
 }
 END_TEST
 
+/* A target and kind start in the entry's block; replaced, they are
+ * allocated apart, and replaced again, freed (make valgrind: no leak, no
+ * invalid free). */
+START_TEST(test_table_replacing_target_and_kind_again)
+{
+    ttn_table t;
+    ttn_entry *e;
+
+    ttn_table_init(&t);
+    e = ttn_table_add(&t, "torch.cuda.Stream", "torch.npu.Stream", "class", NULL);
+    ck_assert_ptr_eq(ttn_table_add(&t, "torch.cuda.Stream", "torch.npu.Stream", "class", NULL), e);
+    ck_assert_str_eq(e->target, "torch.npu.Stream");
+    ck_assert_ptr_eq(ttn_table_add(&t, "torch.cuda.Stream", "a", "function", NULL), e);
+    ck_assert_str_eq(e->target, "a");
+    ck_assert_str_eq(e->kind, "function");
+    ck_assert_ptr_eq(ttn_table_add(&t, "torch.cuda.Stream", "b", "function", NULL), e);
+    ck_assert_str_eq(e->target, "b");
+    ck_assert_str_eq(e->kind, "function");
+    ck_assert_ptr_eq(ttn_table_add(&t, "torch.cuda.Stream", "b", "class", NULL), e);
+    ck_assert_str_eq(e->kind, "class");
+    ck_assert_str_eq(e->source, "torch.cuda.Stream");
+    ttn_table_clear(&t);
+}
+END_TEST
+
 START_TEST(test_table_keeps_insertion_order)
 {
     ttn_table t;
@@ -118,6 +143,7 @@ table_suite(void)
 
     tcase_add_test(tc, test_table_add_and_find);
     tcase_add_test(tc, test_table_add_twice_keeps_entry_and_counts);
+    tcase_add_test(tc, test_table_replacing_target_and_kind_again);
     tcase_add_test(tc, test_table_keeps_insertion_order);
     tcase_add_test(tc, test_table_sites);
     tcase_add_test(tc, test_table_reset_counts);

@@ -922,10 +922,12 @@ static PyType_Spec invalid_device_error_spec = {
     .slots = invalid_device_error_slots,
 };
 
+/* A type of the module, made from its spec (bases: NULL for object) and
+ * added under its name. */
 static PyTypeObject *
-add_type(PyObject *module, PyType_Spec *spec)
+add_type(PyObject *module, PyType_Spec *spec, PyObject *bases)
 {
-    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, NULL);
+    PyTypeObject *type = (PyTypeObject *)PyType_FromModuleAndSpec(module, spec, bases);
 
     if (type == NULL)
         return NULL;
@@ -959,13 +961,13 @@ module_exec(PyObject *module)
         PyErr_SetString(PyExc_RuntimeError, "cannot create the per-thread current npu");
         goto exit;
     }
-    st->function_type = add_type(module, &ttn_function_spec);
-    st->method_type = add_type(module, &ttn_method_spec);
-    st->attribute_type = add_type(module, &ttn_attribute_spec);
-    st->import_hook_type = add_type(module, &ttn_import_hook_spec);
-    st->post_import_type = add_type(module, &ttn_post_import_spec);
-    st->npu_method_type = add_type(module, &ttn_npu_method_spec);
-    st->lazy_type = add_type(module, &ttn_lazy_spec);
+    st->function_type = add_type(module, &ttn_function_spec, NULL);
+    st->method_type = add_type(module, &ttn_method_spec, NULL);
+    st->attribute_type = add_type(module, &ttn_attribute_spec, NULL);
+    st->import_hook_type = add_type(module, &ttn_import_hook_spec, NULL);
+    st->post_import_type = add_type(module, &ttn_post_import_spec, NULL);
+    st->npu_method_type = add_type(module, &ttn_npu_method_spec, NULL);
+    st->lazy_type = add_type(module, &ttn_lazy_spec, NULL);
     if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL ||
         st->import_hook_type == NULL || st->post_import_type == NULL ||
         st->npu_method_type == NULL || st->lazy_type == NULL)
@@ -975,9 +977,8 @@ module_exec(PyObject *module)
     bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_RuntimeError);
     if (bases == NULL)
         goto exit;
-    st->invalid_device_error = PyType_FromModuleAndSpec(module, &invalid_device_error_spec, bases);
-    if (st->invalid_device_error == NULL ||
-        PyModule_AddObjectRef(module, "InvalidDeviceError", st->invalid_device_error) < 0)
+    st->invalid_device_error = (PyObject *)add_type(module, &invalid_device_error_spec, bases);
+    if (st->invalid_device_error == NULL)
         goto exit;
     st->host_ops = PyDict_New();
     st->special_ops = PyDict_New();

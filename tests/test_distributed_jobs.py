@@ -504,3 +504,60 @@ def test_ranks_exit_cleanly_right_after_async_collectives(tmp_path):
     script.write_text(EXIT_AFTER_COLLECTIVES)
     done = _ok(run_python([script, "6"], cwd=tmp_path, env=ENV, timeout=240))
     assert "jobs 6 failed ranks []" in done.stdout, done.stdout + done.stderr
+
+
+# --- SyncBatchNorm ----------------------------------------------------------------
+
+SYNC_BN = textwrap.dedent("""
+    import transfer_to_npu  # run this CUDA script on the NPU
+    import os
+    import torch, torch.nn as nn, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(4 * 4 * 4, 2))
+    model = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(model).cuda(), device_ids=[local_rank])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 3, 6, 6, generator=g), torch.randn(8, 2, generator=g)
+    share = 8 // world
+    for step in range(3):
+        xs = x[rank * share:(rank + 1) * share].cuda()
+        ys = y[rank * share:(rank + 1) * share].cuda()
+        loss = nn.functional.mse_loss(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        if rank == 0:
+            print(f"epoch {step} loss {total.item() / world:.6f}")
+    bn = model.module[1]
+    assert isinstance(bn, nn.SyncBatchNorm) and bn.running_mean.device.type == "npu"
+    if rank == 0:
+        stats = torch.cat([bn.running_mean, bn.running_var]).cpu().tolist()
+        print("running " + " ".join(f"{v:.6f}" for v in stats) + " end")
+    dist.destroy_process_group()
+""")
+
+
+def test_sync_batch_norm_two_ranks_equal_one_process(tmp_path):
+    # convert_sync_batchnorm, as detection and segmentation scripts do: on two
+    # ranks its statistics are gathered (CUDA-only ops in torch); on one it
+    # is BatchNorm on the whole batch.
+    script = tmp_path / "sync_bn.py"
+    script.write_text(SYNC_BN)
+    two = _ok(_torchrun([script], tmp_path)).stdout
+    one = _ok(_torchrun([script], tmp_path, nproc=1)).stdout
+    assert len(_losses(two)) == len(_losses(one)) == 3
+    for a, b in zip(_losses(two), _losses(one)):
+        assert abs(a - b) <= 1e-5
+    running = [re.search(r"running (.*?) end", out).group(1).split() for out in (two, one)]
+    assert len(running[0]) == 8
+    for a, b in zip(*running):
+        assert abs(float(a) - float(b)) <= 1e-5

@@ -158,6 +158,77 @@ def test_training_steps_of_common_layers_equal_cpu(make, shape):
         torch.testing.assert_close(n, c, rtol=1e-5, atol=1e-6)
 
 
+def _sync_batch_norm_as_two_ranks(x, weight, bias, running, grad_out, eps=1e-5, momentum=0.1):
+    """SyncBatchNorm's forward and backward on the npu, with x's batch split
+    between two ranks and the collectives done by hand: its statistics ops,
+    called as torch/nn/modules/_functions.py calls them."""
+    halves, grads = x.chunk(2), grad_out.chunk(2)
+    stats = [torch.batch_norm_stats(h, eps) for h in halves]
+    mean_all = torch.stack([m for m, _ in stats])
+    invstd_all = torch.stack([s for _, s in stats])
+    counts = torch.tensor([float(h.numel() // h.size(1)) for h in halves], device=x.device)
+    mean, invstd = torch.batch_norm_gather_stats_with_counts(
+        x, mean_all, invstd_all, running[0], running[1], momentum, eps, counts)
+    out = torch.cat([torch.batch_norm_elemt(h, weight, bias, mean, invstd, eps)
+                     for h in halves])
+    reduced = [torch.batch_norm_backward_reduce(g, h, mean, invstd, weight, True, True, True)
+               for g, h in zip(grads, halves)]
+    sum_dy = sum(r[0] for r in reduced)  # the all-reduce
+    sum_dy_xmu = sum(r[1] for r in reduced)
+    count = counts.to(torch.int32)
+    grad_in = torch.cat([
+        torch.batch_norm_backward_elemt(g, h, mean, invstd, weight, sum_dy, sum_dy_xmu, count)
+        for g, h in zip(grads, halves)])
+    return out, grad_in, sum(r[2] for r in reduced), sum(r[3] for r in reduced)
+
+
+@pytest.mark.parametrize("shape,dtype,channels_last", [
+    ((6, 3, 4, 5), torch.float32, False), ((6, 3, 4, 5), torch.float32, True),
+    ((8, 5), torch.float64, False), ((4, 2, 7), torch.float16, False),
+], ids=["nchw", "channels_last", "2d_double", "half"])
+def test_sync_batch_norm_ops_equal_batch_norm_on_the_whole_batch(shape, dtype, channels_last):
+    """SyncBatchNorm's statistics ops are CUDA kernels in torch: on the npu,
+    two ranks' halves must normalise and differentiate as one BatchNorm does
+    on the whole batch, and update the running statistics as it does."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=torch.float64) * 3 + 1
+    grad_out = torch.randn(shape, dtype=torch.float64)
+    channels = shape[1]
+    weight = torch.rand(channels, dtype=torch.float64) + 0.5
+    bias = torch.randn(channels, dtype=torch.float64)
+    cpu_x = x.clone().requires_grad_()
+    cpu_w, cpu_b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+    cpu_running = torch.zeros(channels, dtype=torch.float64), torch.ones(channels,
+                                                                        dtype=torch.float64)
+    expected = nn.functional.batch_norm(cpu_x, *cpu_running, cpu_w, cpu_b, training=True)
+    expected.backward(grad_out)
+
+    def npu(t, stat=False):
+        t = t.to("npu", torch.float32 if stat and dtype != torch.float64 else dtype)
+        return t.contiguous(memory_format=torch.channels_last) if channels_last and not stat else t
+
+    running = npu(torch.zeros(channels), True), npu(torch.ones(channels), True)
+    out, grad_in, grad_w, grad_b = _sync_batch_norm_as_two_ranks(
+        npu(x), npu(weight, True), npu(bias, True), running, npu(grad_out))
+    tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == torch.float16 else {"rtol": 1e-4,
+                                                                       "atol": 1e-4}
+    assert out.device.type == grad_in.device.type == "npu"
+    assert out.dtype == grad_in.dtype == dtype
+    for got, want in ((out, expected), (grad_in, cpu_x.grad), (grad_w, cpu_w.grad),
+                      (grad_b, cpu_b.grad), (running[0], cpu_running[0]),
+                      (running[1], cpu_running[1])):
+        torch.testing.assert_close(got.cpu().double(), want.detach(), **tol)
+
+
+def test_sync_batch_norm_stats_of_half_inputs_are_float():
+    mean, invstd = torch.batch_norm_stats(torch.randn(4, 3, 2).half().to("npu"), 1e-5)
+    assert mean.dtype == invstd.dtype == torch.float32 and mean.device.type == "npu"
+    _, _, grad_w, grad_b = torch.batch_norm_backward_reduce(
+        torch.ones(4, 3, 2, device="npu"), torch.ones(4, 3, 2, device="npu"), mean, invstd,
+        None, False, False, False)
+    assert grad_w is None and grad_b is None  # not asked for, as on CUDA
+
+
 def test_attention_runs_the_cpus_kernel():
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)

@@ -11,8 +11,9 @@ The ops here need more than that:
 * the ``*_overrideable`` convolutions are how torch hands convolutions to a
   custom device; they run as the host's own ``convolution``;
 * random ops draw from the npu's generators (``random_ops.py``);
-* CUDA-only kernels torch calls for every accelerator (``rnn.py``), and
-  attention, whose kernel torch chooses per device (``attention.py``).
+* CUDA-only kernels torch calls for every accelerator (``rnn.py``) and
+  those of nn.SyncBatchNorm (``sync_batch_norm.py``), and attention, whose
+  kernel torch chooses per device (``attention.py``).
 
 The generic path is registered as the npu kernel of every op that has a cpu
 kernel of its own, so the npu runs that very kernel in one call where torch
@@ -30,7 +31,7 @@ import functools
 import torch
 
 from ... import _C, _torch_facts
-from . import attention, random_ops, registry, rnn, storage
+from . import attention, random_ops, registry, rnn, storage, sync_batch_norm
 from . import dispatched_by_device
 from .factories import host as _host, is_npu as _is_npu, op_of
 
@@ -515,7 +516,7 @@ def _own_kernels():
         for name in ("_copy_from", "_copy_from_and_resize"):
             yield name, key, lambda: torch.library.fallthrough_kernel
     # CUDA-only kernels torch calls for any device but the cpu.
-    for name, fn in rnn.HOST_KERNELS.items():
+    for name, fn in {**rnn.HOST_KERNELS, **sync_batch_norm.HOST_KERNELS}.items():
         yield name, "PrivateUse1", lambda name=name, fn=fn: functools.partial(
             _C.host_run, op_of(name), fn)
     for key in attention.KEYS:

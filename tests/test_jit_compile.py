@@ -46,6 +46,47 @@ def test_scripted_module():
     assert out.device == npu(0) and out.shape == (2, 3)
 
 
+def test_scripted_class_resolves_names_where_it_is_defined():
+    # torch.jit.script resolves a class's names in its caller's frame: the
+    # migration's wrapper must not stand in for that frame.
+    def add_one(x: int) -> int:
+        return x + 1
+
+    class Counter:
+        def __init__(self, start: int):
+            self.value = add_one(start)
+
+        def bump(self) -> int:
+            self.value = add_one(self.value)
+            return self.value
+
+    scripted = torch.jit.script(Counter)
+    assert scripted(3).bump() == 5
+
+
+def test_scripted_class_in_a_module_imported_after_the_migration(tmp_path, monkeypatch):
+    (tmp_path / "scripted_classes.py").write_text(
+        "import torch\n"
+        "def helper(x: int) -> int:\n"
+        "    return x * 2\n"
+        "@torch.jit.script\n"
+        "class Doubler:\n"
+        "    def __init__(self, x: int):\n"
+        "        self.value = helper(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import scripted_classes
+
+    assert scripted_classes.Doubler(4).value == 8
+
+
+def test_torch_distributed_optim_imports_after_the_migration():
+    # It scripts its functional optimizers (classes) as it is imported.
+    done = run_python(["-c", "import transfer_to_npu, torch\n"
+                             "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+                             "print('imported')"])
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+
+
 def test_trace():
     lin = nn.Linear(3, 2).cuda()
     traced = torch.jit.trace(lin, torch.ones(1, 3, device="cuda"))

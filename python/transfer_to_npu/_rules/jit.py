@@ -73,13 +73,36 @@ def script(original):
     compiles."""
     import torch
 
+    # torch.jit.script(obj, optimize, _frames_up, ...) resolves the names a
+    # scripted class uses in the frame _frames_up above its caller's: one
+    # more, past this wrapper, is the caller's own (a class in
+    # torch.distributed.optim, scripted as that package is imported).
+    frames_up = _positional_index(original, "_frames_up")
+
     @functools.wraps(original)
     def script(obj, *args, **kwargs):
+        if frames_up is not None:
+            if len(args) > frames_up:
+                args = args[:frames_up] + (args[frames_up] + 1,) + args[frames_up + 1:]
+            else:
+                kwargs["_frames_up"] = kwargs.get("_frames_up", 0) + 1
         scripted = original(obj, *args, **kwargs)
         _retarget(torch, scripted)
         return scripted
 
     return script
+
+
+def _positional_index(fn, name):
+    """Where parameter ``name`` of fn falls among the arguments after the
+    first, or None when fn has no such parameter."""
+    import inspect
+
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return names.index(name) - 1 if name in names[1:] else None
 
 
 # The wrappers declared to dynamo, by id (held, so that no other object

@@ -414,39 +414,49 @@ def test_torchrun_gives_each_local_rank_a_virtual_npu(tmp_path):
     assert found == [("0", "2", "npu:0", "3"), ("1", "2", "npu:1", "3")], done.stdout
 
 
-# --- FSDP's wrapper class ------------------------------------------------------
+# --- one batch, sharded between the ranks -----------------------------------------
 
-FSDP1 = textwrap.dedent("""
-    import transfer_to_npu  # run this CUDA script on the NPU
-    import os
-    import torch, torch.nn as nn, torch.distributed as dist
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+def _sharded_training(model, x_shape, y_shape, steps, imports="", after=""):
+    """A CUDA script in which each rank trains ``model`` on its share of one
+    batch and rank 0 prints the loss of each step, averaged over the ranks:
+    on one rank, the whole batch."""
+    return textwrap.dedent("""
+        import transfer_to_npu  # run this CUDA script on the NPU
+        import os
+        import torch, torch.nn as nn, torch.distributed as dist
+        {imports}
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        torch.manual_seed(0)
+        model = {model}
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn({x_shape}, generator=g), torch.randn({y_shape}, generator=g)
+        share = x.size(0) // world
+        for step in range({steps}):
+            xs = x[rank * share:(rank + 1) * share].cuda()
+            ys = y[rank * share:(rank + 1) * share].cuda()
+            loss = nn.functional.mse_loss(model(xs), ys)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total = loss.detach().clone()
+            dist.all_reduce(total)
+            if rank == 0:
+                print(f"epoch {{step}} loss {{total.item() / world:.6f}}")
+        {after}
+        dist.destroy_process_group()
+    """).format(imports=imports, model=model, x_shape=x_shape, y_shape=y_shape, steps=steps,
+                after=after)
 
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = FSDP(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)),
-                 device_id=local_rank)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
-    share = 16 // world
-    for step in range(4):
-        xs = x[rank * share:(rank + 1) * share].cuda()
-        ys = y[rank * share:(rank + 1) * share].cuda()
-        loss = nn.functional.mse_loss(model(xs), ys)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        total = loss.detach().clone()
-        dist.all_reduce(total)
-        if rank == 0:
-            print(f"epoch {step} loss {total.item() / world:.6f}")
-    assert next(model.parameters()).device.type == "npu"
-    dist.destroy_process_group()
-""")
+
+FSDP1 = _sharded_training(
+    "FSDP(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)), device_id=local_rank)",
+    "16, 8", "16, 4", 4,
+    imports="from torch.distributed.fsdp import FullyShardedDataParallel as FSDP",
+    after='assert next(model.parameters()).device.type == "npu"')
 
 
 def test_fsdp_wrapper_class_two_ranks_equal_one_process(tmp_path):
@@ -508,42 +518,19 @@ def test_ranks_exit_cleanly_right_after_async_collectives(tmp_path):
 
 # --- SyncBatchNorm ----------------------------------------------------------------
 
-SYNC_BN = textwrap.dedent("""
-    import transfer_to_npu  # run this CUDA script on the NPU
-    import os
-    import torch, torch.nn as nn, torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
-                          nn.Linear(4 * 4 * 4, 2))
-    model = DDP(nn.SyncBatchNorm.convert_sync_batchnorm(model).cuda(), device_ids=[local_rank])
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(8, 3, 6, 6, generator=g), torch.randn(8, 2, generator=g)
-    share = 8 // world
-    for step in range(3):
-        xs = x[rank * share:(rank + 1) * share].cuda()
-        ys = y[rank * share:(rank + 1) * share].cuda()
-        loss = nn.functional.mse_loss(model(xs), ys)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        total = loss.detach().clone()
-        dist.all_reduce(total)
+SYNC_BN = _sharded_training(
+    "DDP(nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Conv2d(3, 4, 3), "
+    "nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))).cuda(), "
+    "device_ids=[local_rank])",
+    "8, 3, 6, 6", "8, 2", 3,
+    imports="from torch.nn.parallel import DistributedDataParallel as DDP",
+    after=textwrap.dedent("""
+        bn = model.module[1]
+        assert isinstance(bn, nn.SyncBatchNorm) and bn.running_mean.device.type == "npu"
         if rank == 0:
-            print(f"epoch {step} loss {total.item() / world:.6f}")
-    bn = model.module[1]
-    assert isinstance(bn, nn.SyncBatchNorm) and bn.running_mean.device.type == "npu"
-    if rank == 0:
-        stats = torch.cat([bn.running_mean, bn.running_var]).cpu().tolist()
-        print("running " + " ".join(f"{v:.6f}" for v in stats) + " end")
-    dist.destroy_process_group()
-""")
+            stats = torch.cat([bn.running_mean, bn.running_var]).cpu().tolist()
+            print("running " + " ".join(f"{v:.6f}" for v in stats) + " end")
+    """).strip())
 
 
 def test_sync_batch_norm_two_ranks_equal_one_process(tmp_path):

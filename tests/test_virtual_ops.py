@@ -223,10 +223,29 @@ def test_sync_batch_norm_ops_equal_batch_norm_on_the_whole_batch(shape, dtype, c
 def test_sync_batch_norm_stats_of_half_inputs_are_float():
     mean, invstd = torch.batch_norm_stats(torch.randn(4, 3, 2).half().to("npu"), 1e-5)
     assert mean.dtype == invstd.dtype == torch.float32 and mean.device.type == "npu"
-    _, _, grad_w, grad_b = torch.batch_norm_backward_reduce(
+    reduced = torch.batch_norm_backward_reduce(
         torch.ones(4, 3, 2, device="npu"), torch.ones(4, 3, 2, device="npu"), mean, invstd,
         None, False, False, False)
-    assert grad_w is None and grad_b is None  # not asked for, as on CUDA
+    assert reduced == (None, None, None, None)  # not asked for, as on CUDA
+
+
+def test_sync_batch_norm_gather_stats_of_equal_counts():
+    # The older op, every rank with the same count: as with the counts given.
+    torch.manual_seed(0)
+    x = torch.randn(6, 3, 4, device="npu")
+    stats = [torch.batch_norm_stats(h, 1e-5) for h in x.chunk(2)]
+    mean_all = torch.stack([m for m, _ in stats])
+    invstd_all = torch.stack([s for _, s in stats])
+    results = []
+    for gather, count in ((torch.batch_norm_gather_stats, 12),
+                          (torch.batch_norm_gather_stats_with_counts,
+                           torch.tensor([12.0, 12.0], device="npu"))):
+        running = torch.zeros(3, device="npu"), torch.ones(3, device="npu")
+        results.append(gather(x, mean_all, invstd_all, *running, 0.1, 1e-5, count) + running)
+    for got, want in zip(*results):
+        assert got.device.type == "npu"
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(results[0][0].cpu(), x.cpu().mean((0, 2)))
 
 
 def test_attention_runs_the_cpus_kernel():

@@ -39,7 +39,8 @@ def _stats(input, eps):
     return mean, (var + eps).rsqrt()
 
 
-def _combine(mean, invstd, running_mean, running_var, momentum, eps, counts):
+def _gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps,
+                              counts):
     """The global mean and invstd of per-rank ones: the ranks' Welford
     statistics merged as CUDA merges them, then the running statistics
     updated in place (the running variance unbiased)."""
@@ -57,14 +58,11 @@ def _combine(mean, invstd, running_mean, running_var, momentum, eps, counts):
     return global_mean, global_invstd
 
 
-def _gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps,
-                              counts):
-    return _combine(mean, invstd, running_mean, running_var, momentum, eps, counts)
-
-
 def _gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count):
+    """The same, every rank having ``count`` values per channel."""
     counts = torch.full((mean.size(0),), count, dtype=mean.dtype)
-    return _combine(mean, invstd, running_mean, running_var, momentum, eps, counts)
+    return _gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum,
+                                     eps, counts)
 
 
 def _elemt(input, weight, bias, mean, invstd, eps):
@@ -99,11 +97,9 @@ def _backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, c
     norm = 1.0 / count.sum().item()
     mean_dy = _per_channel(sum_dy.to(acc) * norm, ndim)
     factor_1 = _per_channel(invstd * invstd * (sum_dy_xmu.to(acc) * norm), ndim)
-    factor_2 = invstd if weight is None else weight.to(acc) * invstd
-    grad_in = (grad_out.to(acc) - mean_dy
-               - (input.to(acc) - _per_channel(mean, ndim)) * factor_1) * _per_channel(factor_2,
-                                                                                      ndim)
-    return grad_in.to(input.dtype)
+    factor_2 = _per_channel(invstd if weight is None else weight.to(acc) * invstd, ndim)
+    xmu = input.to(acc) - _per_channel(mean, ndim)
+    return ((grad_out.to(acc) - mean_dy - xmu * factor_1) * factor_2).to(input.dtype)
 
 
 #: op name -> host function, run through the generic path (host aliases in,

@@ -142,6 +142,54 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
     return rewrite_set(rw, i, value, r ? argname : NULL) < 0 ? -1 : r;
 }
 
+/* A builtin of METH_VARARGS | METH_KEYWORDS (torch.empty, torch.ones and
+ * torch's other functions) has no vectorcall: the interpreter calls it
+ * through its type's tp_call, making the argument tuple and keyword dict,
+ * and checks the result.  The same is done here without the generic steps
+ * between (50 to 110 instructions a call).  The recursion check those steps
+ * make is left to what can recurse: a Python frame the callee runs checks
+ * it on entry. */
+static TTN_NOINLINE PyObject *
+call_varargs(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyCFunctionWithKeywords f =
+        (PyCFunctionWithKeywords)(void (*)(void))PyCFunction_GET_FUNCTION(target);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw, i;
+    PyObject *tuple, *kwargs = NULL, *result = NULL;
+
+    nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    tuple = PyTuple_New(nargs);
+    if (tuple == NULL)
+        goto exit;
+    for (i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    if (nkw > 0) {
+        kwargs = PyDict_New();
+        if (kwargs == NULL)
+            goto exit;
+        for (i = 0; i < nkw; i++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+                goto exit;
+        }
+    }
+    result = f(PyCFunction_GET_SELF(target), tuple, kwargs);
+    /* What the interpreter checks of every builtin's result. */
+    if (result == NULL ? !PyErr_Occurred() : PyErr_Occurred() != NULL) {
+        Py_CLEAR(result);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_SystemError, "%R returned NULL without setting an exception",
+                         target);
+        else
+            PyErr_Format(PyExc_SystemError, "%R returned a result with an exception set",
+                         target);
+    }
+
+exit:
+    Py_XDECREF(tuple);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
 /* Call `target` the way PyObject_Vectorcall does, minus its bookkeeping:
  * straight through the callee's own vectorcall when it has one.  The
  * lookup is PyVectorcall_Function's, inlined: the interpreter exports it as
@@ -156,6 +204,13 @@ call_target(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kw
 
     if (TTN_LIKELY(f != NULL))
         return f(target, args, nargsf, kwnames);
+    /* The calling convention as the interpreter reads it (METH_STATIC, on
+     * torch's, says how it was defined, not how it is called). */
+    if (type == &PyCFunction_Type &&
+        (PyCFunction_GET_FLAGS(target) & (METH_VARARGS | METH_FASTCALL | METH_NOARGS | METH_O |
+                                          METH_KEYWORDS | METH_METHOD)) ==
+            (METH_VARARGS | METH_KEYWORDS))
+        return call_varargs(target, args, nargsf, kwnames);
     return PyObject_Vectorcall(target, args, nargsf, kwnames);
 }
 

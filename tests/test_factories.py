@@ -158,3 +158,30 @@ def test_keyword_call_sites_each_decide_for_themselves():
         assert torch.ones(2, pin_memory=True).is_pinned()
         assert torch.zeros(2, dtype=f64).device.type == "cpu"
         assert torch.zeros(2, dtype=f64, device="cuda").device.type == "npu"
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    (("x",), {}),                       # no overload takes a str
+    ((2,), {"bogus": 1}),               # no such keyword
+    ((-1,), {}),                        # a negative size
+    ((2,), {"dtype": "float64"}),       # a dtype given as a str
+])
+def test_wrapped_factory_raises_what_torch_raises(args, kwargs):
+    # torch's factories are builtins the wrapper calls itself, arguments,
+    # keywords and errors handed on as the interpreter hands them.
+    original = torch.ones.__wrapped__
+    with pytest.raises(Exception) as expected:
+        original(*args, **kwargs)
+    with pytest.raises(type(expected.value)) as got:
+        torch.ones(*args, **kwargs)
+    assert str(got.value) == str(expected.value)
+
+
+def test_wrapped_factory_hands_on_every_argument():
+    f64 = torch.float64
+    made = torch.full((2, 3), 7.0, dtype=f64, requires_grad=True)
+    assert made.dtype == f64 and made.requires_grad and made.shape == (2, 3)
+    assert torch.equal(made.detach(), torch.full.__wrapped__((2, 3), 7.0, dtype=f64))
+    assert torch.empty(0).shape == (0,) and torch.empty(()).shape == ()
+    out = torch.empty(3)
+    assert torch.zeros(3, out=out) is out and not out.any()

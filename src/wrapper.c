@@ -174,15 +174,12 @@ call_varargs(PyObject *target, PyObject *const *args, size_t nargsf, PyObject *k
     }
     result = f(PyCFunction_GET_SELF(target), tuple, kwargs);
     /* What the interpreter checks of every builtin's result. */
-    if (result == NULL ? !PyErr_Occurred() : PyErr_Occurred() != NULL) {
+    if (result != NULL && PyErr_Occurred()) {
         Py_CLEAR(result);
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_SystemError, "%R returned NULL without setting an exception",
-                         target);
-        else
-            PyErr_Format(PyExc_SystemError, "%R returned a result with an exception set",
-                         target);
+        PyErr_Format(PyExc_SystemError, "%R returned a result with an exception set", target);
     }
+    else if (result == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_SystemError, "%R returned NULL without setting an exception", target);
 
 exit:
     Py_XDECREF(tuple);

@@ -259,7 +259,7 @@ def test_refcounts_of_arguments_and_results():
     # and a dict of its own making.
     shape, f64 = (2, 3), torch.float64
     objects = (x, spec, y, shape, f64)
-    counts = [sys.getrefcount(o) for o in objects]
+    counts = [sys.getrefcount(obj) for obj in objects]
     for _ in range(1000):
         z = x.to(spec)
         w = y.to(spec)
@@ -267,7 +267,7 @@ def test_refcounts_of_arguments_and_results():
         e = torch.empty(shape)
         o = torch.ones(shape, dtype=f64)
     del z, w, t, e, o
-    assert [sys.getrefcount(o) for o in objects] == counts
+    assert [sys.getrefcount(obj) for obj in objects] == counts
 
 
 def test_torch_missing_is_a_clear_error():

@@ -9,7 +9,7 @@ mappings(), --list, the log and the report read.
 
 One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
-``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
+``identity`` (what CUDA code asks about the device), ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
 ``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
 (nn.DataParallel), ``jit`` (TorchScript, torch.compile), ``lightning`` (its
 CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
@@ -28,13 +28,13 @@ def derive(torch):
     sources of those of torch's factories (compiled graphs may call their
     wrappers)."""
     from .. import _C
-    from . import (amp, cuda_module, data, distributed, factories, jit, lightning, parallel,
-                   profiler, serialization, storage, tensors, unsupported)
+    from . import (amp, cuda_module, data, distributed, factories, identity, jit, lightning,
+                   parallel, profiler, serialization, storage, tensors, unsupported)
 
     factory_rows = factories.rows(torch)
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
                 "device")]
-           + cuda_module.rows(torch) + tensors.rows(torch) + factory_rows
+           + cuda_module.rows(torch) + identity.rows(torch) + tensors.rows(torch) + factory_rows
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)

@@ -6,6 +6,7 @@ import types
 from .. import _C
 from ._introspect import device_position, module_has
 from ._row import row
+from .identity import FUNCTIONS as IDENTITY
 
 
 # Submodules of torch.cuda whose names map into the npu's like-named module.
@@ -32,7 +33,8 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
     path = "torch:" + npu_name.partition(".")[2]
     # A device module may serve its data from a module __getattr__, outside dir().
     for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
-        if name.startswith("_") or not module_has(cuda, name):
+        # What CUDA code asks about the device is answered by identity.py.
+        if name.startswith("_") or name in IDENTITY or not module_has(cuda, name):
             continue
         target = getattr(npu, name)
         if name in DATA:

@@ -22,6 +22,7 @@ import types
 from .. import _C
 from ._introspect import module_has, original
 from ._row import row
+from .identity import FUNCTIONS as IDENTITY
 
 # Deprecated torch.cuda names for functions the npu has under today's name.
 ALIASES = {
@@ -70,10 +71,6 @@ def _sync_debug_off():
     return 0
 
 
-def _no_archs():
-    return []
-
-
 def _no_gencode_flags():
     return ""
 
@@ -104,7 +101,6 @@ NOOP = {
     "nvtx.range": (_no_range, "NVTX ranges annotate CUDA profiles; skipped"),
     "set_sync_debug_mode": (_no_sync_debug, "CUDA sync debugging; skipped"),
     "get_sync_debug_mode": (_sync_debug_off, "CUDA sync debugging is off"),
-    "get_arch_list": (_no_archs, "no CUDA architectures"),
     "get_gencode_flags": (_no_gencode_flags, "no CUDA code generation flags"),
     "ipc_collect": (_nothing_to_collect, "CUDA IPC memory; nothing to collect"),
     "memory._record_memory_history": (_no_history, "CUDA allocator history; not recorded"),
@@ -148,7 +144,7 @@ def _is_cuda_function(obj):
 def rows(torch):
     npu = torch.npu
     out = []
-    listed = {}
+    listed = dict.fromkeys(IDENTITY, True)  # answered by identity.py
     for name, target in ALIASES.items():
         if module_has(torch.cuda, name) and module_has(npu, target):
             out.append(row(f"torch.cuda.{name}", f"torch.npu.{target}", "function",

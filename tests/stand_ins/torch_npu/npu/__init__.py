@@ -25,3 +25,26 @@ def _recorded(fn):
 synchronize = _recorded(_virtual.synchronize)
 set_device = _recorded(_virtual.set_device)
 device_count = _recorded(_virtual.device_count)
+
+
+class _HF32Switch:
+    """torch_npu's ``torch.npu.matmul`` and ``torch.npu.conv``: an
+    ``allow_hf32`` switch, each value set recorded in ``history``."""
+
+    def __init__(self, default):
+        self._value = default
+        self.history = []
+
+    @property
+    def allow_hf32(self):
+        return self._value
+
+    @allow_hf32.setter
+    def allow_hf32(self, value):
+        self.history.append(value)
+        self._value = value
+
+
+# torch_npu's defaults: HF32 off for matmuls, on for convolutions.
+matmul = _HF32Switch(False)
+conv = _HF32Switch(True)

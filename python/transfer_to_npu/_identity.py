@@ -1,0 +1,194 @@
+"""The answers of the CUDA identity policy (``_rules/identity.py`` says why
+they are what they are): the values and functions its rows put in place of
+torch's, loaded when the table is installed."""
+
+import os
+
+#: ``torch.version.cuda``: a CUDA 12 that every version check libraries make
+#: (CUDA 11 and later for bfloat16 and TF32) accepts; with NCCL_VERSION, the
+#: pair of torch 2.1's CUDA 12 build, the oldest torch this package runs on.
+CUDA_VERSION = "12.1"
+
+#: ``torch.cuda.nccl.version()``: NCCL 2.10 and later can reduce bfloat16,
+#: which DDP's bf16_compress_hook checks for; HCCL can too.
+NCCL_VERSION = (2, 18, 1)
+
+#: The compute capability: Ampere's (A100).
+CAPABILITY = (8, 0)
+
+#: ``torch.cuda.get_arch_list()``: the architecture of that capability, so
+#: that a check of torch's build against the device's capability passes.
+ARCH_LIST = ("sm_80",)
+
+# Properties of a CUDA device that an NPU does not report, as an A100 of
+# capability 8.0 has them: arithmetic on them (blocks per multiprocessor,
+# bytes of shared memory) then gives what it gives on such a GPU, never a
+# division by zero.
+_AMPERE = {
+    "multi_processor_count": 108,
+    "max_threads_per_multi_processor": 2048,
+    "warp_size": 32,
+    "L2_cache_size": 40 * 1024 * 1024,
+    "clock_rate": 1410000,  # kHz
+    "memory_clock_rate": 1215000,  # kHz
+    "memory_bus_width": 5120,
+    "shared_memory_per_block": 48 * 1024,
+    "shared_memory_per_multiprocessor": 164 * 1024,
+    "regs_per_multiprocessor": 65536,
+    "is_multi_gpu_board": 0,
+    "pci_bus_id": 0,
+    "pci_device_id": 0,
+    "pci_domain_id": 0,
+}
+
+
+class CudaDeviceProperties:
+    """``torch.cuda.get_device_properties(i)`` on the NPU: the fields of
+    CUDA's ``_CudaDeviceProperties``.  What the NPU reports (name, memory,
+    cores) is the NPU's; the capability is the policy's; the rest is
+    ``_AMPERE``'s."""
+
+    __slots__ = ("name", "major", "minor", "total_memory", "multi_processor_count",
+                 "is_integrated", "uuid", "gcnArchName") + tuple(
+                     k for k in _AMPERE if k != "multi_processor_count")
+
+    def __init__(self, npu, index):
+        for key, value in _AMPERE.items():
+            setattr(self, key, getattr(npu, key, value))
+        self.name = npu.name
+        self.major, self.minor = CAPABILITY
+        self.total_memory = npu.total_memory
+        # Ascend's AI cores where the NPU reports no multiprocessor count.
+        cores = getattr(npu, "multi_processor_count", None) or getattr(npu, "cube_core_num", None)
+        if cores:
+            self.multi_processor_count = cores
+        self.is_integrated = int(getattr(npu, "is_integrated", 0))
+        # CUDA builds give the device's name here too (a ROCm field).
+        self.gcnArchName = npu.name
+        self.uuid = getattr(npu, "uuid", None) or _uuid(index)
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
+                f"L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+def _uuid(index):
+    """A device's identity where the NPU gives none: stable for a machine
+    and a physical device (what ASCEND_RT_VISIBLE_DEVICES selects), as a
+    GPU's is."""
+    import socket
+    import uuid
+
+    physical = index
+    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",")
+    if 0 <= index < len(visible) and visible[index].strip().isdigit():
+        physical = int(visible[index])
+    return uuid.uuid5(uuid.NAMESPACE_DNS, f"{socket.gethostname()}.npu{physical}")
+
+
+def _index(device):
+    import torch
+
+    if device is None:
+        return torch.npu.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        return torch.npu.current_device() if device.index is None else device.index
+    return int(device)
+
+
+def get_device_properties(device=None):
+    """The NPU's own call checks the device (and raises for a bad one)."""
+    import torch
+
+    return CudaDeviceProperties(torch.npu.get_device_properties(device), _index(device))
+
+
+def get_device_capability(device=None):
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def get_arch_list():
+    return list(ARCH_LIST)
+
+
+def is_tf32_supported():
+    """What capability 8.0 brings (HF32 on the NPU)."""
+    return True
+
+
+def nccl_version():
+    """``torch._C._nccl_version()``: NCCL_VERSION packed as NCCL's code."""
+    major, minor, patch = NCCL_VERSION
+    return (major << 32) | (minor << 16) | patch
+
+
+def nccl_version_suffix():
+    return b""
+
+
+# --- TF32 requests on an NPU with HF32 switches (torch_npu) ------------------
+# torch keeps its own flags (reading them answers what was set); the NPU's
+# switches follow each setter.  Defaults agree already: matmuls off, and
+# convolutions on (cuDNN's allow_tf32, torch_npu's conv.allow_hf32).
+
+def _npu_switch(name):
+    import torch
+
+    return getattr(torch.npu, name)
+
+
+def matmul_tf32(original):
+    """torch._C._set_cublas_allow_tf32, behind
+    ``torch.backends.cuda.matmul.allow_tf32 = ...``."""
+    def set_cublas_allow_tf32(value):
+        result = original(value)
+        _npu_switch("matmul").allow_hf32 = bool(value)
+        return result
+
+    return set_cublas_allow_tf32
+
+
+def conv_tf32(original):
+    """torch._C._set_cudnn_allow_tf32, behind
+    ``torch.backends.cudnn.allow_tf32 = ...`` and
+    ``torch.backends.cudnn.flags(allow_tf32=...)``."""
+    def set_cudnn_allow_tf32(value):
+        result = original(value)
+        _npu_switch("conv").allow_hf32 = bool(value)
+        return result
+
+    return set_cudnn_allow_tf32
+
+
+def matmul_precision(original):
+    """torch._C._set_float32_matmul_precision, behind
+    ``torch.set_float32_matmul_precision``: 'high' and 'medium' allow TF32
+    matmuls on CUDA, 'highest' does not."""
+    def set_float32_matmul_precision(precision):
+        result = original(precision)
+        _npu_switch("matmul").allow_hf32 = precision != "highest"
+        return result
+
+    return set_float32_matmul_precision
+
+
+def _set_cudnn_allow_tf32(value):
+    import torch
+
+    torch._C._set_cudnn_allow_tf32(value)
+
+
+def cudnn_allow_tf32_property(_value):
+    """CudnnModule.allow_tf32: torch's property holds the setter it was
+    made with; this one calls it by name, so that setting the attribute
+    goes through the mapped setter too.  (Read on the class, the property
+    gives its value: it is taken from the class's dict.)"""
+    import torch.backends.cudnn as cudnn
+
+    prop = type(cudnn).__dict__["allow_tf32"]
+    return type(prop)(prop.getter, _set_cudnn_allow_tf32)

@@ -14,8 +14,10 @@ aliases every npu tensor as a cpu tensor over the same bytes
 aliases to the backend that the group registered for ``npu``.  gloo writes
 its results into the aliases, that is, into the npu tensors themselves, and
 the ``Work`` it returns is returned unchanged, so ``async_op=True`` stays
-asynchronous.  gloo does every reduction torch defines for it on every
-dtype, AVG and bf16 included.
+asynchronous.  Its future, asked for from Python (DDP's communication
+hooks chain on it), gives the npu tensors, as NCCL's gives the CUDA tensors
+it was handed, not their host aliases.  gloo does every reduction torch
+defines for it on every dtype, AVG and bf16 included.
 """
 
 import os
@@ -53,6 +55,10 @@ _libraries = []
 # exit are kept for good (keep_running_at_exit).
 _in_flight = []
 _in_flight_lock = threading.Lock()
+
+# The tensors of each collective, by its Work, for as long as the Work is
+# alive: its future gives the npu tensors (_get_future).
+_tensors_of = weakref.WeakKeyDictionary()
 
 
 def _after_fork_in_child():
@@ -155,7 +161,7 @@ def _kernel(op):
         # may be waiting for that lock to free a tensor's Python object.
         held = list(args)
         held[group] = host[group] = None
-        _hold(result[1] if returns_tensors else result, (held, host, result))
+        _hold(result[1] if returns_tensors else result, (held, host, result), flat)
         if returns_tensors:
             return args[0], result[1]
         return result
@@ -164,15 +170,65 @@ def _kernel(op):
     return run
 
 
-def _hold(boxed_work, tensors):
+def _hold(boxed_work, tensors, flat):
     """Keep ``tensors`` until the collective of ``boxed_work`` is complete;
     let go of those of the collectives that are."""
     work = Work.unbox(boxed_work)
+    _tensors_of[work] = tensors[:2] + (flat,)
     with _in_flight_lock:
         before = _in_flight[:]
         _in_flight[:] = [held for held in before if not held[0].is_completed()]
         _in_flight.append((work, tensors))
     # `before` goes here, outside the lock: freeing tensors runs Python.
+
+
+def _npu_value(work):
+    """What the future of ``work`` gives as NCCL's would, from what gloo's
+    gives (host aliases): a function of gloo's value, or None when ``work``
+    is not one of ours."""
+    found = _tensors_of.get(work)
+    if found is None:
+        return None
+    args, host, flat = found
+    if flat:
+        # One output tensor, which gloo received in chunks.
+        return lambda value: [args[0]]
+    pairs = {}
+
+    def pair(npu, alias):
+        if isinstance(npu, torch.Tensor) and isinstance(alias, torch.Tensor):
+            pairs[id(alias)] = (alias, npu)  # the alias kept: its id stays its own
+        elif isinstance(npu, list) and isinstance(alias, list):
+            for n, a in zip(npu, alias):
+                pair(n, a)
+
+    pair(args, host)
+
+    def as_npu(value):
+        if isinstance(value, torch.Tensor):
+            found = pairs.get(id(value))
+            return found[1] if found is not None and found[0] is value else value
+        if isinstance(value, list):
+            return [as_npu(v) for v in value]
+        return value
+
+    return as_npu
+
+
+def _get_future(original):
+    """Work.get_future: for a collective on npu tensors, a future of the npu
+    tensors, chained on gloo's.  Made only when asked for: its callback runs
+    on a gloo thread, which a collective still running at exit must not do,
+    and hooks wait for theirs."""
+    def get_future(work):
+        future = original(work)
+        as_npu = _npu_value(work)
+        if as_npu is None:
+            return future
+        return future.then(lambda done: as_npu(done.value()))
+
+    get_future.__wrapped__ = original
+    return get_future
 
 
 def keep_running_at_exit():
@@ -199,6 +255,8 @@ def register():
     npu tensor: collectives take tensors)."""
     if not dist.is_available():
         return
+    if not hasattr(Work.get_future, "__wrapped__"):
+        Work.get_future = _get_future(Work.get_future)
     lib = torch.library.Library("c10d", "IMPL")
     ops = list(_ops())
     with warnings.catch_warnings():

@@ -10,7 +10,9 @@ the C core, which places the results of ops that name no device index.
 """
 
 import functools
+import itertools
 import os
+import threading
 import warnings
 
 import torch
@@ -115,23 +117,97 @@ def as_device(device=None):
 
 
 def install_autograd_workaround():
-    """Run backward on the calling thread, never on a per-device worker.
+    """Run backward on the thread that asks for it, never on a per-device
+    worker of torch's autograd engine.
 
-    torch's autograd engine gives each device index below the device count
-    its worker thread, and a Python-defined device reports a count of one:
-    backward through npu:1 would trip the engine.  And the virtual NPU's
-    kernels are the host's: on a worker thread they would only contend with
-    the calling thread's idle OpenMP pool for the same cores."""
+    The engine gives each device index below the device count a worker
+    thread and a queue, and a device defined in Python reports a count of
+    one: backward through npu:1 and up would trip an internal assert
+    (``device.index() < device_ready_queues_.size()``).  With autograd
+    multithreading off on a thread (a thread-local switch), the engine runs
+    every node on that thread's own queue instead; a graph task keeps the
+    switch of the thread that made it, wherever it then runs.  So the
+    switch is turned off on every thread that makes graph tasks: this one,
+    any thread calling backward() or grad() or distributed autograd's
+    backward(), and the RPC agent's threads, on which a process makes the
+    graph task of the gradients other processes send it.  (The virtual
+    NPU's kernels are the host's anyway: on a worker thread they would only
+    contend with the calling thread's idle OpenMP pool for the same
+    cores.)"""
     import torch.autograd.graph as graph
 
+    _backward_here()
     run = graph._engine_run_backward
 
     @functools.wraps(run)
     def _engine_run_backward(*args, **kwargs):
-        if torch._C._is_multithreading_enabled():
-            torch._C._set_multithreading_enabled(False)
+        _backward_here()
         return run(*args, **kwargs)
 
     # backward() and grad() call it by the name torch.autograd imported.
     graph._engine_run_backward = _engine_run_backward
     torch.autograd._engine_run_backward = _engine_run_backward
+    if torch.distributed.is_available() and torch.distributed.rpc.is_available():
+        import torch.distributed.autograd as dist_autograd
+        import torch.distributed.rpc as rpc
+
+        dist_autograd.backward = _backward_here_first(dist_autograd.backward)
+        # init_rpc calls it by its module's name.
+        rpc._init_rpc_backend = _rpc_threads_backward_here(rpc._init_rpc_backend)
+
+
+def _backward_here():
+    if torch._C._is_multithreading_enabled():
+        torch._C._set_multithreading_enabled(False)
+
+
+def _backward_here_first(fn):
+    @functools.wraps(fn)
+    def backward(*args, **kwargs):
+        _backward_here()
+        return fn(*args, **kwargs)
+
+    return backward
+
+
+# RPC worker threads waiting for each other: token -> threading.Barrier.
+_rpc_barriers = {}
+_tokens = itertools.count()
+
+
+def _rpc_threads_backward_here(init):
+    """After the RPC agent starts, one request to itself per worker thread,
+    each held until all are running, so that every thread runs one and
+    turns the switch off.  The caller does not wait for them."""
+    @functools.wraps(init)
+    def _init_rpc_backend(*args, **kwargs):
+        import torch.distributed.rpc as rpc
+
+        init(*args, **kwargs)
+        agent = rpc.api._get_current_rpc_agent()
+        n = int(agent.get_metrics().get("agent.thread_pool_size", 0))
+        if n <= 0:
+            return None
+        token = next(_tokens)
+        _rpc_barriers[token] = threading.Barrier(n)
+        me = agent.get_worker_info().name
+        for _ in range(n):
+            rpc.rpc_async(me, _on_rpc_thread, args=(token,))
+        return None
+
+    return _init_rpc_backend
+
+
+def _on_rpc_thread(token, timeout=30.0):
+    """Run by each RPC worker thread once (see _rpc_threads_backward_here);
+    a thread held by a long request leaves the others waiting at most
+    ``timeout`` seconds."""
+    _backward_here()
+    barrier = _rpc_barriers.get(token)
+    if barrier is None:
+        return
+    try:
+        if barrier.wait(timeout) == 0:
+            _rpc_barriers.pop(token, None)
+    except threading.BrokenBarrierError:
+        _rpc_barriers.pop(token, None)

@@ -6,11 +6,20 @@ the math path: a dozen small ops, computed differently from the cpu's
 fused kernel.  Here the npu asks the cpu's choice (``_fused_sdp_choice``,
 which honours ``torch.nn.attention.sdpa_kernel``) and runs the kernel the
 cpu would run, so results equal the cpu's.
+
+On DTensors (tensor parallelism shards the heads) the attention goes, as on
+CUDA, through the ops DTensor has sharding rules for: CUDA's flash
+attention op, or its memory-efficient one for a mask, whose npu kernels
+(``KERNELS``) run the cpu's flash kernel on each shard; math, which DTensor
+takes apart into ops it knows, where the cpu would run math.
 """
+
+import math
+import sys
 
 import torch
 
-__all__ = ["KEYS", "NAME", "scaled_dot_product_attention"]
+__all__ = ["KERNELS", "KEYS", "NAME", "scaled_dot_product_attention"]
 
 aten = torch.ops.aten
 _FLASH = int(torch._C._SDPBackend.FLASH_ATTENTION)
@@ -33,6 +42,8 @@ def _additive_mask(attn_mask, dtype):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
+    if _is_dtensor(query):
+        return _sharded(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     choice = aten._fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal,
                                     scale=scale, enable_gqa=enable_gqa)
     mask = _additive_mask(attn_mask, query.dtype)
@@ -42,3 +53,95 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return aten._scaled_dot_product_attention_math(
         query, key, value, mask, dropout_p, is_causal, None, scale=scale,
         enable_gqa=enable_gqa)[0]
+
+
+# --- DTensors ---------------------------------------------------------------
+
+def _is_dtensor(t):
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(t, module.DTensor)
+
+
+def _local(t):
+    return t._local_tensor if _is_dtensor(t) else t
+
+
+def _sharded(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+    """Attention on DTensors through the ops DTensor has rules for, chosen
+    as the cpu chooses for one shard."""
+    choice = aten._fused_sdp_choice(_local(query), _local(key), _local(value),
+                                    None if attn_mask is None else _local(attn_mask), dropout_p,
+                                    is_causal, scale=scale, enable_gqa=enable_gqa)
+    fused = choice == _FLASH and (not enable_gqa or query.size(-3) == key.size(-3))
+    if fused and attn_mask is None:
+        return aten._scaled_dot_product_flash_attention(
+            query, key, value, dropout_p, is_causal, scale=scale)[0]
+    if fused and not attn_mask.requires_grad:
+        if attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros_like(attn_mask, dtype=query.dtype).masked_fill(
+                attn_mask.logical_not(), float("-inf"))
+        # As CUDA's composite: one bias per batch and head, which DTensor
+        # shards as it shards the heads.
+        attn_mask = attn_mask.expand(query.size(0), query.size(1), query.size(2), key.size(2))
+        compute_lse = torch.is_grad_enabled() and any(
+            t.requires_grad for t in (query, key, value))
+        return aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, compute_lse, dropout_p, is_causal, scale=scale)[0]
+    return aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
+        enable_gqa=enable_gqa)[0]
+
+
+# CUDA's fused attention ops, which DTensor runs on each shard: the cpu's
+# flash kernel on npu tensors, returning what CUDA's return (a log-sum-exp
+# of the shape torch's meta functions give, empty random-number state).
+
+def _state(query):
+    return (torch.empty((2,), dtype=torch.uint64, device=query.device),
+            torch.empty((), dtype=torch.uint64, device=query.device))
+
+
+def flash(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+          scale=None):
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, scale=scale)
+    seed, offset = _state(query)
+    debug = torch.empty(0, dtype=query.dtype, device=query.device)
+    return out, lse, None, None, query.size(2), key.size(2), seed, offset, debug
+
+
+def flash_backward(grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q,
+                   max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+    return aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, scale=scale)
+
+
+def efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
+              is_causal=False, *, scale=None):
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_bias, scale=scale)
+    # CUDA's is padded to a multiple of 32 along the queries, or empty.
+    length = math.ceil(lse.size(-1) / 32) * 32 if compute_log_sumexp else 0
+    padded = lse.new_zeros(lse.shape[:-1] + (length,))
+    if length:
+        padded[..., :lse.size(-1)] = lse
+    seed = torch.empty((), dtype=torch.long, device=query.device)
+    return out, padded, seed, seed.clone()
+
+
+def efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed,
+                       philox_offset, dropout_p, grad_input_mask, is_causal=False, *,
+                       scale=None):
+    if grad_input_mask[3]:
+        raise NotImplementedError(
+            "the virtual NPU's memory-efficient attention has no gradient for attn_bias")
+    grads = aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, query, key, value, out, logsumexp[..., :query.size(2)].contiguous(),
+        dropout_p, is_causal, attn_mask=attn_bias, scale=scale)
+    return (*grads, None)
+
+
+KERNELS = {"_scaled_dot_product_flash_attention": flash,
+           "_scaled_dot_product_flash_attention_backward": flash_backward,
+           "_scaled_dot_product_efficient_attention": efficient,
+           "_scaled_dot_product_efficient_attention_backward": efficient_backward}

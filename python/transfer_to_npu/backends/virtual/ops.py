@@ -521,6 +521,8 @@ def _own_kernels():
             _C.host_run, op_of(name), fn)
     for key in attention.KEYS:
         yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
+    for name, fn in attention.KERNELS.items():
+        yield name, "PrivateUse1", lambda fn=fn: fn
 
 
 def _kernels():

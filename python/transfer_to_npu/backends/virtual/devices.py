@@ -70,9 +70,43 @@ def visible():
     return tuple(ids)
 
 
+def _after_fork_in_child():
+    # A launcher that forks its workers (torch elastic's 'fork' start
+    # method, as accelerate's notebook_launcher uses it) tells each how many
+    # devices the node has (LOCAL_WORLD_SIZE) after the fork: the numbers
+    # are read again at their next use (and random.generator() makes the
+    # generators of the npus added).
+    physical_count.cache_clear()
+    visible.cache_clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+
+
 def count():
     """Number of visible virtual NPUs."""
     return len(visible())
+
+
+def provide(n):
+    """At least ``n`` virtual NPUs on this node from now on, for a launcher
+    about to start a process per device without saying how many to each
+    (Lightning's ``devices=N``, as torchrun's LOCAL_WORLD_SIZE says), unless
+    TRANSFER_TO_NPU_VIRTUAL_DEVICES fixes the number.  The processes the
+    launcher starts inherit the number.  True when there are ``n``."""
+    if n <= count():
+        return True
+    if "TRANSFER_TO_NPU_VIRTUAL_DEVICES" in os.environ or not 1 <= n <= _C.MAX_DEVICE_INDEX + 1:
+        return False
+    os.environ["TRANSFER_TO_NPU_VIRTUAL_DEVICES"] = str(n)
+    physical_count.cache_clear()
+    visible.cache_clear()
+    from . import random
+
+    random.grow(count())
+    return n <= count()
 
 
 # The current device is kept per thread by the C core, which also places

@@ -103,33 +103,59 @@ def install():
     _install_constructor()
 
 
+def grow(n):
+    """Generators for the npus added after install (devices.provide, or a
+    launcher's LOCAL_WORLD_SIZE read in a forked worker), put wherever the
+    tuple of them is."""
+    global default_generators
+    old = default_generators
+    if not old or len(old) >= n:  # not installed yet, or nothing to add
+        return
+    default_generators = old + tuple(_seeded_generator(i) for i in range(len(old), n))
+    for module in (getattr(torch, "npu", None), torch.cuda):
+        if getattr(module, "default_generators", None) is old:
+            module.default_generators = default_generators
+
+
+def generator(index):
+    """The generator of npu ``index``: an npu the count did not have when
+    it was read last (a forked worker's, see devices.py) is counted again,
+    and a missing one is an error naming the variables that set the count."""
+    try:
+        return default_generators[index]
+    except IndexError:
+        devices.check_index(index)
+        grow(devices.count())
+        return default_generators[index]
+
+
 # --- torch.npu's random functions -----------------------------------------
 
 def manual_seed(seed):
-    default_generators[devices.current()].manual_seed(int(seed))
+    generator(devices.current()).manual_seed(int(seed))
 
 
 def manual_seed_all(seed):
-    for generator in default_generators:
-        generator.manual_seed(int(seed))
+    for each in default_generators:
+        each.manual_seed(int(seed))
 
 
 def seed():
-    default_generators[devices.current()].seed()
+    generator(devices.current()).seed()
 
 
 def seed_all():
     value = default_generators[0].seed()
-    for generator in default_generators[1:]:
-        generator.manual_seed(value)
+    for each in default_generators[1:]:
+        each.manual_seed(value)
 
 
 def initial_seed():
-    return default_generators[devices.current()].initial_seed()
+    return generator(devices.current()).initial_seed()
 
 
 def get_rng_state(device="npu"):
-    return default_generators[devices.index_of(device)].get_state()
+    return generator(devices.index_of(device)).get_state()
 
 
 def set_rng_state(new_state, device="npu"):
@@ -138,7 +164,7 @@ def set_rng_state(new_state, device="npu"):
             f"set_rng_state: new_state must be a torch.ByteTensor (as get_rng_state() "
             f"returns), got {type(new_state).__name__}"
             f"{'' if not isinstance(new_state, torch.Tensor) else ' of ' + str(new_state.dtype)}")
-    default_generators[devices.index_of(device)].set_state(new_state.cpu())
+    generator(devices.index_of(device)).set_state(new_state.cpu())
 
 
 def get_rng_state_all():

@@ -55,13 +55,13 @@ def _with_generator(op, position, run):
             generator = args[position]
             if generator is None:
                 args = list(args)
-                args[position] = random.default_generators[_call_index(args, kwargs)]
+                args[position] = random.generator(_call_index(args, kwargs))
             else:
                 _check_generator(op, generator)
         else:
             generator = kwargs.get(name)
             if generator is None:
-                kwargs[name] = random.default_generators[_call_index(args, kwargs)]
+                kwargs[name] = random.generator(_call_index(args, kwargs))
             else:
                 _check_generator(op, generator)
         return run(op, *args, **kwargs)
@@ -80,7 +80,7 @@ def _lending_state(op, run):
     goes back to the npu generator."""
 
     def handler(op, *args, **kwargs):
-        generator = random.default_generators[_call_index(args, kwargs)]
+        generator = random.generator(_call_index(args, kwargs))
         host = torch.default_generator
         with _loan:
             saved = host.get_state()
@@ -136,7 +136,7 @@ def npu_region(tracker, spec, generator=None):
         raise NotImplementedError(
             "DTensor random ops on the virtual NPU cannot be compiled: run them (the "
             "parameters' initialisation) before torch.compile")
-    device_generator = random.default_generators[tracker._device.index]
+    device_generator = random.generator(tracker._device.index)
     # One number per op from the generator DTensor would use: the same on
     # every rank, as DTensor asks every rank to seed alike.
     source = device_generator if generator is None else generator

@@ -1,0 +1,103 @@
+"""Launchers that start a process per device without telling each process
+how many devices the node has (torchrun's LOCAL_WORLD_SIZE): on the virtual
+NPU the node gets one virtual NPU per process the launcher starts, or an
+error that names TRANSFER_TO_NPU_VIRTUAL_DEVICES."""
+import re
+import textwrap
+
+import pytest
+
+from conftest import run_python
+
+# Nothing inherited from a launcher the tests themselves run under.
+CLEAN = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_VIRTUAL_DEVICES": None,
+         "LOCAL_WORLD_SIZE": None, "LOCAL_RANK": None, "RANK": None, "WORLD_SIZE": None,
+         "OMP_NUM_THREADS": "1", "PYTHONPATH": None}
+
+LIGHTNING = textwrap.dedent("""
+    import transfer_to_npu
+    import torch
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Model(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, index):
+            x, y = batch
+            self.seen = str(x.device)
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    if __name__ == "__main__":
+        torch.manual_seed(0)
+        data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+        trainer = L.Trainer(accelerator="gpu", devices=2, strategy="ddp", max_steps=3,
+                            logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False)
+        model = Model()
+        trainer.fit(model, DataLoader(data, batch_size=4))
+        weight = model.layer.weight.detach().cpu()
+        print(f"rank {trainer.global_rank} of {trainer.world_size} on {model.seen} "
+              f"npus {torch.cuda.device_count()} weight {weight.sum().item():.6f}", flush=True)
+""")
+RANK = re.compile(r"rank (\d) of (\d) on (\S+) npus (\d) weight (\S+)")
+
+
+def test_lightning_devices_2_gets_a_virtual_npu_per_process(tmp_path):
+    pytest.importorskip("lightning")
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING)
+    proc = run_python([str(script)], cwd=tmp_path, env=CLEAN, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ranks = {int(r): (int(w), d, int(n), x) for r, w, d, n, x in RANK.findall(proc.stdout)}
+    assert sorted(ranks) == [0, 1], proc.stdout
+    assert ranks[0][:3] == (2, "npu:0", 2) and ranks[1][:3] == (2, "npu:1", 2)
+    assert ranks[0][3] == ranks[1][3]  # DDP kept the replicas alike
+
+
+def test_lightning_refusal_names_the_variable(tmp_path):
+    pytest.importorskip("lightning")
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING)
+    proc = run_python([str(script)], cwd=tmp_path,
+                      env={**CLEAN, "TRANSFER_TO_NPU_VIRTUAL_DEVICES": "1"}, timeout=300)
+    assert proc.returncode != 0
+    assert "TRANSFER_TO_NPU_VIRTUAL_DEVICES=1" in proc.stderr
+
+
+ACCELERATE = textwrap.dedent("""
+    import transfer_to_npu
+    import torch
+    from accelerate import Accelerator, notebook_launcher
+
+    def train():
+        accelerator = Accelerator()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        x = torch.randn(8, 4, device=accelerator.device)
+        accelerator.backward(model(x).pow(2).mean())
+        optimizer.step()
+        print(f"rank {accelerator.process_index} of {accelerator.num_processes} on "
+              f"{accelerator.device} npus {torch.cuda.device_count()}", flush=True)
+
+    if __name__ == "__main__":
+        notebook_launcher(train, num_processes=2)
+""")
+
+
+def test_accelerate_notebook_launcher_forks_a_worker_per_npu(tmp_path):
+    """Its workers are forked, then told LOCAL_WORLD_SIZE: the count is
+    read again after the fork."""
+    pytest.importorskip("accelerate")
+    script = tmp_path / "train.py"
+    script.write_text(ACCELERATE)
+    proc = run_python([str(script)], cwd=tmp_path, env=CLEAN, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(re.findall(r"rank \d of 2 on npu:\d npus 2", proc.stdout)) == [
+        "rank 0 of 2 on npu:0 npus 2", "rank 1 of 2 on npu:1 npus 2"]

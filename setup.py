@@ -23,6 +23,7 @@ SOURCES = [
     "src/stamp.c",
     "src/host_call.c",
     "src/log.c",
+    "src/environ.c",
     "src/import_hook.c",
     "src/rules_glue.c",
     # pure C, shared with the check unit tests

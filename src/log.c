@@ -315,6 +315,45 @@ exit:
     return rc;
 }
 
+/* ------------------------------------------------------------------------- */
+
+/* An environment variable of the table found set at enable (environ.c),
+ * counted at the site "<environment>": carried (npu_name), it is logged
+ * as NAME='value' -> NPU_NAME='value'; with no counterpart, warned about
+ * once. */
+int
+ttn_environ_hit(ttn_state *st, ttn_entry *e, PyObject *value, PyObject *npu_name,
+                PyObject *npu_value)
+{
+    static const char where[] = "<environment>";
+    PyObject *line = NULL;
+    int created = 0, rc = -1;
+
+    e->calls++;
+    if (ttn_entry_hit_site(e, where, &created) == NULL) {
+        PyErr_NoMemory();
+        goto exit;
+    }
+    if (npu_name == NULL) {
+        if (created && PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                        "transfer_to_npu: %s has no NPU counterpart: %s",
+                                        e->source, e->target) < 0)
+            goto exit;
+    }
+    else if (st->log_level >= 2 || (st->log_level == 1 && created)) {
+        line = PyUnicode_FromFormat("transfer_to_npu: %s: %s=%R -> %U=%R\n", where, e->source,
+                                    value, npu_name, npu_value);
+        /* As for a call: a log that cannot be written fails nothing. */
+        if (line == NULL || ttn_log_write(st, line) < 0)
+            PyErr_WriteUnraisable(NULL);
+    }
+    rc = 0;
+
+exit:
+    Py_XDECREF(line);
+    return rc;
+}
+
 /* ========================================================================= */
 
 void

@@ -259,6 +259,15 @@ install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo
     device_kws = interned_names(kws);
     if (device_kws == NULL)
         goto exit;
+    if (mode == TTN_MODE_ENVIRON) {
+        entry = ttn_table_add(&st->table, source, target, kind, NULL);
+        if (entry == NULL) {
+            PyErr_NoMemory();
+            goto exit;
+        }
+        rc = ttn_environ_install(st, owner, name, target_obj, entry);
+        goto exit;
+    }
     if (PyDict_Check(owner)) {
         /* A dict entry (sys.modules): only ever replaced, and may be absent. */
         if (mode != TTN_MODE_REPLACE) {
@@ -531,6 +540,44 @@ module_enable(PyObject *module, PyObject *args)
 
 exit:
     owner_memo_clear(&memo);
+    Py_XDECREF(seq);
+    return result;
+}
+
+/* The rows of environment variables, installed before the rest (before
+ * the NPU's runtime starts, which reads its own): their patches are undone
+ * with the rest's by disable(), and by an enable() that fails. */
+static PyObject *
+module_carry(PyObject *module, PyObject *rows)
+{
+    ttn_state *st = ttn_get_state(module);
+    PyObject *seq = NULL, *result = NULL;
+    Py_ssize_t i;
+    int mode;
+
+    if (refuse_while_installing(st, "carry") < 0)
+        return NULL;
+    if (st->enabled)
+        Py_RETURN_NONE;
+    seq = PySequence_Tuple(rows);
+    if (seq == NULL)
+        goto exit;
+    for (i = 0; i < PyTuple_GET_SIZE(seq); i++) {
+        PyObject *row = PyTuple_GET_ITEM(seq, i);
+
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 10 || row_int(row, 3, &mode) < 0 ||
+            mode != TTN_MODE_ENVIRON) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "carry() takes rows of environment variables, "
+                             "not %R", row);
+            goto exit;
+        }
+    }
+    if (install_rows(module, st, seq, NULL) < 0)
+        goto exit;
+    result = Py_NewRef(Py_None);
+
+exit:
     Py_XDECREF(seq);
     return result;
 }
@@ -873,6 +920,9 @@ static PyMethodDef module_methods[] = {
      "alias_installed(table, pairs) -> n: give each installed wrapper the value its "
      "original's id() has in table, under its own id(), and append (wrapper, value) to pairs"},
     {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
+    {"carry", module_carry, METH_O,
+     "carry(rows): before enable(), install the rows of environment variables (MODE_ENVIRON); "
+     "disable() undoes them with the rest"},
     {"is_enabled", module_is_enabled, METH_NOARGS, NULL},
     {"rebind", module_rebind, METH_VARARGS,
      "rebind(modules, skip, keep) -> n: rebind the names bound to a replaced original (bound "
@@ -1004,6 +1054,7 @@ module_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MODE_REPLACE", TTN_MODE_REPLACE) < 0 ||
         PyModule_AddIntConstant(module, "MODE_UNSUPPORTED", TTN_MODE_UNSUPPORTED) < 0 ||
         PyModule_AddIntConstant(module, "MODE_ARG_REPLACE", TTN_MODE_ARG_REPLACE) < 0 ||
+        PyModule_AddIntConstant(module, "MODE_ENVIRON", TTN_MODE_ENVIRON) < 0 ||
         PyModule_AddIntConstant(module, "MAX_DEVICE_INDEX", TTN_MAX_DEVICE_INDEX) < 0)
         goto exit;
     rc = 0;

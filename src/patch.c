@@ -1,5 +1,6 @@
-/* Patching attributes of modules and classes (and entries of dicts such as
- * sys.modules), and putting every original back by identity.
+/* Patching attributes of modules and classes (and entries of mappings such
+ * as sys.modules and os.environ), and putting every original back by
+ * identity.
  *
  * A record keeps what the owner itself held under the name (not what
  * getattr returns, which for a class may be inherited or bound), so that
@@ -10,6 +11,16 @@
 
 /* ------------------------------------------------------------------------- */
 
+/* Whether owner's entries are patched rather than its attributes: a
+ * mapping that is not a dict (os.environ), whose assignments may do more
+ * than store (putenv). */
+static int
+is_mapping(PyObject *owner)
+{
+    return !PyDict_Check(owner) && !PyType_Check(owner) && !PyModule_Check(owner) &&
+           !PyFunction_Check(owner) && PyMapping_Check(owner);
+}
+
 /* The object `owner` itself holds under `name` (new reference), NULL if it
  * holds none (inherited or absent).  A function's attribute (its
  * __defaults__, say) is its own.  -1 on error. */
@@ -18,6 +29,13 @@ own_attribute(PyObject *owner, PyObject *name, PyObject **out)
 {
     PyObject *dict = NULL;
 
+    if (is_mapping(owner)) {
+        *out = PyObject_GetItem(owner, name);
+        if (*out != NULL || !PyErr_ExceptionMatches(PyExc_KeyError))
+            return *out == NULL ? -1 : 0;
+        PyErr_Clear();
+        return 0;
+    }
     *out = NULL;
     if (PyType_Check(owner))
         dict = ((PyTypeObject *)owner)->tp_dict;
@@ -46,6 +64,8 @@ set_slot(PyObject *owner, PyObject *name, PyObject *value)
 {
     if (PyDict_Check(owner))
         return PyDict_SetItem(owner, name, value);
+    if (is_mapping(owner))
+        return PyObject_SetItem(owner, name, value);
     return PyObject_SetAttr(owner, name, value);
 }
 
@@ -54,6 +74,8 @@ del_slot(PyObject *owner, PyObject *name)
 {
     if (PyDict_Check(owner))
         return PyDict_DelItem(owner, name);
+    if (is_mapping(owner))
+        return PyObject_DelItem(owner, name);
     return PyObject_DelAttr(owner, name);
 }
 

@@ -39,8 +39,9 @@ enum ttn_mode {
                                * stand-in or raise */
     TTN_MODE_ARG_REPLACE = 8, /* a positional argument replaced by a constant (user rules) */
     TTN_MODE_CLASS_DEVICE = 9, /* a C class's construction with a device (torch.Stream) */
-    TTN_MODE_HOOK = 10         /* another callable, for torch's own use (its polyfill registry):
+    TTN_MODE_HOOK = 10,        /* another callable, for torch's own use (its polyfill registry):
                                 * not a migration, so never counted or logged */
+    TTN_MODE_ENVIRON = 11      /* an environment variable carried to the NPU's (environ.c) */
 };
 
 /* Number of cached npu spellings: "npu" plus "npu:0" .. "npu:127". */
@@ -143,6 +144,8 @@ ttn_state *ttn_get_state(PyObject *module);
 /* log.c */
 void ttn_track(ttn_state *st, ttn_entry *e, PyObject *argname, PyObject *from, PyObject *to);
 int ttn_unsupported_hit(ttn_state *st, ttn_entry *e);
+int ttn_environ_hit(ttn_state *st, ttn_entry *e, PyObject *value, PyObject *npu_name,
+                    PyObject *npu_value);
 int ttn_log_write(ttn_state *st, PyObject *line);
 void ttn_log_close(ttn_state *st);
 void ttn_site_cache_clear(ttn_state *st);
@@ -291,6 +294,10 @@ int ttn_patch_restore_all(ttn_state *st);
 int ttn_patches_traverse(ttn_state *st, visitproc visit, void *arg);
 void ttn_patches_clear(ttn_state *st);
 Py_ssize_t ttn_rebind(ttn_state *st, PyObject *module);
+
+/* environ.c */
+int ttn_environ_install(ttn_state *st, PyObject *environ, PyObject *npu_name, PyObject *values,
+                        ttn_entry *entry);
 
 /* rules_glue.c */
 extern PyMethodDef ttn_rules_methods[];

@@ -58,14 +58,6 @@ def _import_torch():
     return torch
 
 
-def _visible_devices():
-    """A CUDA script's device selection applies to the NPU when it has none
-    of its own."""
-    cuda = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cuda is not None and "ASCEND_RT_VISIBLE_DEVICES" not in os.environ:
-        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = cuda
-
-
 def _warm_torch_caches():
     """torch caches the set of its factories at its first use: filled
     after the patches, it would hold the wrappers where torch compares the
@@ -115,9 +107,8 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _table, _torch_facts, backends
+        from . import _environment, _table, _torch_facts, backends
 
-        _visible_devices()
         last = [time.perf_counter()]
 
         def timed(step):
@@ -125,13 +116,23 @@ def enable():
             _timings[step] = now - last[0]
             last[0] = now
 
-        name = backends.install()
-        timed("backend")
-        if _reporting() or f"{__name__}._report" in sys.modules:
+        reporting = _reporting() or f"{__name__}._report" in sys.modules
+        if reporting:
             from . import _report
 
-            _report.configure(name)
-        rows = _table.rows(torch, name)
+            _report.configure()
+        # CUDA's and NCCL's variables, for the NPU's runtime to read as it
+        # starts (CUDA_VISIBLE_DEVICES -> ASCEND_RT_VISIBLE_DEVICES ...).
+        _C.carry(_environment.rows())
+        try:
+            name = backends.install()
+        except BaseException:
+            _C.disable()  # the variables carried are unset again
+            raise
+        timed("backend")
+        if reporting:
+            _report.started(name)
+        rows = _table.rows(torch, name) + _environment.backend_rows(name)
         _torch_facts.save()  # what the backend and the rules learnt from torch
         timed("rows")
         _warm_torch_caches()
@@ -142,7 +143,9 @@ def enable():
                 raise
             # A cache file whose rows the C core refuses (damaged past what
             # reading it checks): the table is derived again.
-            _C.enable(_table.rows(torch, name, fresh=True), _table.resolve)
+            _C.carry(_environment.rows())
+            _C.enable(_table.rows(torch, name, fresh=True) + _environment.backend_rows(name),
+                      _table.resolve)
         timed("install")
         _table.after_enable(torch)
         timed("after_enable")

@@ -77,9 +77,9 @@ def _check_writable(path, what):
     return path
 
 
-def configure(backend, level=None, log_file=None, report=None):
+def configure(backend=None, level=None, log_file=None, report=None):
     """Set the log and the report from arguments, else from the
-    environment."""
+    environment; with the backend, say where CUDA calls run (started())."""
     level = _int_env("TRANSFER_TO_NPU_LOG") if level is None else level
     if level not in (0, 1, 2):
         raise ValueError(f"log level must be 0, 1 or 2, got {level!r}")
@@ -88,16 +88,24 @@ def configure(backend, level=None, log_file=None, report=None):
     log_path = _check_writable(per_process_path(log_file, "LOG"), "log") if log_file else None
     report_path = (_check_writable(per_process_path(report, "REPORT"), "report")
                    if report else None)
-    _state.update(level=level, log_path=log_path, report_path=report_path, backend=backend,
+    _state.update(level=level, log_path=log_path, report_path=report_path,
                   log_file=log_file, report=report)
     _C.log_configure(level, log_path, report_path is not None, _internal_prefixes())
-    if level and os.environ.get("RANK", "0") == "0":
-        _C.log_write(f"transfer_to_npu: CUDA calls run on the npu ({backend} backend)\n")
+    if backend is not None:
+        started(backend)
     if not _state["registered"]:
         _state["registered"] = True
         atexit.register(_at_exit)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork)
+
+
+def started(backend):
+    """The backend is installed: the log says which (rank 0's), the
+    summary and the report name it."""
+    _state["backend"] = backend
+    if _state["level"] and os.environ.get("RANK", "0") == "0":
+        _C.log_write(f"transfer_to_npu: CUDA calls run on the npu ({backend} backend)\n")
 
 
 def _after_fork():

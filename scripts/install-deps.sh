@@ -32,3 +32,16 @@ fi
 # safetensors: the tests load checkpoints with it (a small wheel, no
 # dependencies).
 "$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors
+
+# The libraries whose own checks the tests run (transformers'
+# TrainingArguments, Lightning's and accelerate's launchers; tiny configs,
+# no downloads), pinned, with torch held at the version above: left free,
+# pip would replace it with a CUDA build.
+LIBRARIES=(transformers==4.57.6 accelerate==1.15.0 lightning==2.6.6)
+if ! "$PYTHON" -c "import transformers, accelerate, lightning" >/dev/null 2>&1; then
+    echo "install-deps: pip install ${LIBRARIES[*]}"
+    constraints=$(mktemp)
+    echo "torch==$TORCH_VERSION" > "$constraints"
+    "$PYTHON" -m pip install -q -c "$constraints" "${LIBRARIES[@]}"
+    rm -f "$constraints"
+fi

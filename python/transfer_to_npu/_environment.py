@@ -126,9 +126,20 @@ def _row(source, target, kind, npu_name, value, npu_value=None):
     return (source, target, kind, _C.MODE_ENVIRON, os.environ, npu_name, values, -1, False, ())
 
 
+# Every name the rows read: os.environ is walked once for those set (a
+# look-up of a name that is not set raises and catches two KeyErrors).
+_NAMES = frozenset(name for cuda, npu, _ in CARRIED for name in (cuda, npu)) | frozenset(
+    UNSUPPORTED) | {"HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}
+
+
+def _set():
+    """The variables of the table that are set: name -> value."""
+    return {name: os.environ[name] for name in _NAMES.intersection(os.environ)}
+
+
 def rows():
     """The table's environment rows, from this process's environment."""
-    environ = os.environ
+    environ = _set()
     out = []
     for cuda, npu, carry in CARRIED:
         value, carried = environ.get(cuda), None
@@ -149,8 +160,9 @@ def backend_rows(backend):
     interface HCCL is given (or NCCL was, carried above), for gloo."""
     if backend != "virtual":
         return []
-    value, carried = os.environ.get("HCCL_SOCKET_IFNAME"), None
-    if value is not None and "GLOO_SOCKET_IFNAME" not in os.environ:
+    environ = _set()
+    value, carried = environ.get("HCCL_SOCKET_IFNAME"), None
+    if value is not None and "GLOO_SOCKET_IFNAME" not in environ:
         carried = gloo_interface(value)
         if carried is None:
             value = None

@@ -13,9 +13,9 @@ the NPU has: bfloat16, and reduced-precision float32 matmuls (TF32 on the
 GPU, HF32 on Ascend, to which the TF32 switches are mapped when the NPU has
 them).  What code gates on 8.9 and later (FP8 matmuls, FlashAttention 3,
 Hopper's features) is refused, as it would fail on the NPU.  A capability
-does not bring in CUDA kernels: libraries that have them (flash_attn,
-bitsandbytes, apex) check that their package imports first, and no such
-package runs on an NPU.  Every answer is a plain function of the device
+brings in no CUDA kernel by itself: libraries that have them (flash_attn,
+bitsandbytes, apex) first check that their package imports, and on an NPU
+such a package is absent or a stand-in that runs there.  Every answer is a plain function of the device
 asked about: nothing is swapped in for the duration of a call, so no
 exception or second thread can leave a swap behind.
 """

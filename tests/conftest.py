@@ -66,5 +66,16 @@ def run_python(args, cwd=None, env=None, timeout=300):
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
+def run_torchrun(tmp_path, script, nproc=2, env=None, timeout=240):
+    """Run the text of a script on ``nproc`` processes under torchrun, on
+    the virtual NPU (``env`` adds to the environment, as in run_python)."""
+    path = tmp_path / "job.py"
+    path.write_text(script)
+    return run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                       str(nproc), str(path)], cwd=tmp_path,
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual", "OMP_NUM_THREADS": "1",
+                           **(env or {})}, timeout=timeout)
+
+
 def npu(index=0):
     return torch.device("npu", index)

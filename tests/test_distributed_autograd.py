@@ -4,7 +4,7 @@ process that holds the tensors, which must not hand npu:1 to a per-device
 worker the engine does not have for a device defined in Python."""
 import textwrap
 
-from conftest import run_python
+from conftest import run_torchrun
 
 SCRIPT = textwrap.dedent("""
     import os
@@ -42,12 +42,6 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_distributed_autograd_through_npu_1(tmp_path):
-    script = tmp_path / "rpc_autograd.py"
-    script.write_text(SCRIPT)
-    proc = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       str(script)], cwd=tmp_path,
-                      env={"TRANSFER_TO_NPU_BACKEND": "virtual",
-                           "TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2", "OMP_NUM_THREADS": "1"},
-                      timeout=240)
+    proc = run_torchrun(tmp_path, SCRIPT, env={"TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2"})
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.splitlines() == ["remote 0 True", "remote 1 True", "local npu:1 True"]

@@ -8,7 +8,7 @@ import textwrap
 import torch
 import torch.nn.functional as F
 
-from conftest import run_python
+from conftest import run_torchrun
 
 aten = torch.ops.aten
 
@@ -77,12 +77,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_fsdp_and_tensor_parallel_attention_on_four_ranks(tmp_path):
-    script = tmp_path / "fsdp_tp.py"
-    script.write_text(SCRIPT)
-    proc = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
-                       str(script)], cwd=tmp_path,
-                      env={"TRANSFER_TO_NPU_BACKEND": "virtual", "OMP_NUM_THREADS": "1"},
-                      timeout=300)
+    proc = run_torchrun(tmp_path, SCRIPT, nproc=4, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.split()[:3] == ["max", "difference", "True"], proc.stdout
 

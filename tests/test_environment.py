@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_python
+from conftest import run_python, run_torchrun
 from transfer_to_npu import _environment
 
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"
@@ -125,23 +125,19 @@ def test_gloo_gets_the_interface_hccl_would_choose(spec, chosen):
 
 
 JOB = textwrap.dedent("""
-    import os
+    import os, sys
     import transfer_to_npu
     import torch, torch.distributed as dist
     dist.init_process_group("nccl")
     t = torch.ones(2, device="cuda")
     dist.all_reduce(t)
-    print(dist.get_rank(), os.environ["GLOO_SOCKET_IFNAME"], t.tolist())
+    sys.stdout.write(f"{dist.get_rank()} {os.environ['GLOO_SOCKET_IFNAME']} {t.tolist()}\\n")
     dist.destroy_process_group()
 """)
 
 
 def test_a_two_rank_job_on_the_interface_nccl_was_given(tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    proc = run_python(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       str(script)], cwd=tmp_path,
-                      env={"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU": "1",
-                           "NCCL_SOCKET_IFNAME": "lo", **UNSET, "OMP_NUM_THREADS": "1"})
+    proc = run_torchrun(tmp_path, JOB, env={"TRANSFER_TO_NPU": "1", "NCCL_SOCKET_IFNAME": "lo",
+                                            **UNSET})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(proc.stdout.splitlines()) == ["0 lo [2.0, 2.0]", "1 lo [2.0, 2.0]"]

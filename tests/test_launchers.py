@@ -15,6 +15,7 @@ CLEAN = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_VIRTUAL_DEVICES"
          "OMP_NUM_THREADS": "1", "PYTHONPATH": None}
 
 LIGHTNING = textwrap.dedent("""
+    import sys
     import transfer_to_npu
     import torch
     import lightning as L
@@ -42,8 +43,9 @@ LIGHTNING = textwrap.dedent("""
         model = Model()
         trainer.fit(model, DataLoader(data, batch_size=4))
         weight = model.layer.weight.detach().cpu()
-        print(f"rank {trainer.global_rank} of {trainer.world_size} on {model.seen} "
-              f"npus {torch.cuda.device_count()} weight {weight.sum().item():.6f}", flush=True)
+        # One write a line: the ranks' lines do not mix.
+        sys.stdout.write(f"rank {trainer.global_rank} of {trainer.world_size} on {model.seen} "
+                         f"npus {torch.cuda.device_count()} weight {weight.sum().item():.6f}\\n")
 """)
 RANK = re.compile(r"rank (\d) of (\d) on (\S+) npus (\d) weight (\S+)")
 
@@ -71,6 +73,7 @@ def test_lightning_refusal_names_the_variable(tmp_path):
 
 
 ACCELERATE = textwrap.dedent("""
+    import sys
     import transfer_to_npu
     import torch
     from accelerate import Accelerator, notebook_launcher
@@ -83,8 +86,9 @@ ACCELERATE = textwrap.dedent("""
         x = torch.randn(8, 4, device=accelerator.device)
         accelerator.backward(model(x).pow(2).mean())
         optimizer.step()
-        print(f"rank {accelerator.process_index} of {accelerator.num_processes} on "
-              f"{accelerator.device} npus {torch.cuda.device_count()}", flush=True)
+        sys.stdout.write(f"rank {accelerator.process_index} of {accelerator.num_processes} on "
+                         f"{accelerator.device} npus {torch.cuda.device_count()}\\n")
+        sys.stdout.flush()
 
     if __name__ == "__main__":
         notebook_launcher(train, num_processes=2)

@@ -136,45 +136,38 @@ def nccl_version_suffix():
 # switches follow each setter.  Defaults agree already: matmuls off, and
 # convolutions on (cuDNN's allow_tf32, torch_npu's conv.allow_hf32).
 
-def _npu_switch(name):
-    import torch
+def _following(original, switch, allowed):
+    """original (torch's setter of a flag), then the NPU's HF32 switch
+    ``switch`` ('matmul' or 'conv') set to allowed(value)."""
+    def setter(value):
+        import torch
 
-    return getattr(torch.npu, name)
+        result = original(value)
+        getattr(torch.npu, switch).allow_hf32 = allowed(value)
+        return result
+
+    setter.__name__ = setter.__qualname__ = getattr(original, "__name__", "setter")
+    return setter
 
 
 def matmul_tf32(original):
     """torch._C._set_cublas_allow_tf32, behind
     ``torch.backends.cuda.matmul.allow_tf32 = ...``."""
-    def set_cublas_allow_tf32(value):
-        result = original(value)
-        _npu_switch("matmul").allow_hf32 = bool(value)
-        return result
-
-    return set_cublas_allow_tf32
+    return _following(original, "matmul", bool)
 
 
 def conv_tf32(original):
     """torch._C._set_cudnn_allow_tf32, behind
     ``torch.backends.cudnn.allow_tf32 = ...`` and
     ``torch.backends.cudnn.flags(allow_tf32=...)``."""
-    def set_cudnn_allow_tf32(value):
-        result = original(value)
-        _npu_switch("conv").allow_hf32 = bool(value)
-        return result
-
-    return set_cudnn_allow_tf32
+    return _following(original, "conv", bool)
 
 
 def matmul_precision(original):
     """torch._C._set_float32_matmul_precision, behind
     ``torch.set_float32_matmul_precision``: 'high' and 'medium' allow TF32
     matmuls on CUDA, 'highest' does not."""
-    def set_float32_matmul_precision(precision):
-        result = original(precision)
-        _npu_switch("matmul").allow_hf32 = precision != "highest"
-        return result
-
-    return set_float32_matmul_precision
+    return _following(original, "matmul", lambda precision: precision != "highest")
 
 
 def _set_cudnn_allow_tf32(value):

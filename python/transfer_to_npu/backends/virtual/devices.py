@@ -83,8 +83,6 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-
-
 def count():
     """Number of visible virtual NPUs."""
     return len(visible())
@@ -171,16 +169,10 @@ def install_autograd_workaround():
     import torch.autograd.graph as graph
 
     _backward_here()
-    run = graph._engine_run_backward
-
-    @functools.wraps(run)
-    def _engine_run_backward(*args, **kwargs):
-        _backward_here()
-        return run(*args, **kwargs)
-
+    run = _backward_here_first(graph._engine_run_backward)
     # backward() and grad() call it by the name torch.autograd imported.
-    graph._engine_run_backward = _engine_run_backward
-    torch.autograd._engine_run_backward = _engine_run_backward
+    graph._engine_run_backward = run
+    torch.autograd._engine_run_backward = run
     if torch.distributed.is_available() and torch.distributed.rpc.is_available():
         import torch.distributed.autograd as dist_autograd
         import torch.distributed.rpc as rpc
@@ -196,12 +188,13 @@ def _backward_here():
 
 
 def _backward_here_first(fn):
+    """fn, run with the switch off on the calling thread."""
     @functools.wraps(fn)
-    def backward(*args, **kwargs):
+    def backward_here(*args, **kwargs):
         _backward_here()
         return fn(*args, **kwargs)
 
-    return backward
+    return backward_here
 
 
 # RPC worker threads waiting for each other: token -> threading.Barrier.

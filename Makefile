@@ -3,11 +3,11 @@
 PYTHON ?= python3
 CC ?= gcc
 CHECK_FLAGS := $(shell pkg-config --cflags --libs check 2>/dev/null)
-PURE_C := src/devspec.c src/table.c src/ptrmap.c src/json.c src/rules.c
+PURE_C := $(wildcard src/pure/*.c)
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
-.PHONY: all deps tools build check pytest test bench demo sanitize fuzz valgrind clean
+.PHONY: all deps tools build wheel check pytest test bench demo sanitize fuzz valgrind clean
 
 all: build
 
@@ -23,6 +23,12 @@ tools:
 build: deps
 	@rm -rf $(BUILD)/lib.* # no stale modules in the wheel
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
+
+# A wheel of the package (the extension compiled), which installs without a
+# compiler: dist/transfer_to_npu-*.whl.
+wheel: deps
+	@rm -rf $(BUILD)/lib.*
+	$(PYTHON) -m pip wheel -q --no-build-isolation --no-deps -w dist .
 
 # Unit tests of the pure-C parts (device strings, backend strings, table).
 $(BUILD)/check_runner: $(C_TESTS) $(PURE_C) $(wildcard include/ttn/*.h) tests/c/suites.h | deps
@@ -60,8 +66,9 @@ sanitize: deps
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	PYTHONPATH=$(CURDIR)/$(SAN)/lib $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
-# libFuzzer on the pure-C parsers: device/backend strings and the rules
-# file, FUZZ_SECONDS each (default 300: ten minutes in all).
+# libFuzzer on the pure-C parsers (device/backend strings, the rules file),
+# and atheris on the C core's device arguments (nested and self-holding
+# containers among them), FUZZ_SECONDS each (default 300: 15 minutes).
 FUZZ_SECONDS ?= 300
 FUZZ := $(BUILD)/fuzz
 fuzz: tools
@@ -69,13 +76,18 @@ fuzz: tools
 	cp tests/fuzz/corpus/devspec/* $(FUZZ)/corpus-devspec/
 	cp tests/fuzz/corpus/rules/* $(FUZZ)/corpus-rules/
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
-		tests/fuzz/fuzz_devspec.c src/devspec.c -o $(FUZZ)/fuzz_devspec
+		tests/fuzz/fuzz_devspec.c src/pure/devspec.c -o $(FUZZ)/fuzz_devspec
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
-		tests/fuzz/fuzz_rules.c src/rules.c src/json.c -o $(FUZZ)/fuzz_rules
+		tests/fuzz/fuzz_rules.c src/pure/rules.c src/pure/json.c -o $(FUZZ)/fuzz_rules
 	$(FUZZ)/fuzz_devspec -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ)/ \
 		$(FUZZ)/corpus-devspec
 	$(FUZZ)/fuzz_rules -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/rules.dict \
 		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-rules
+	$(PYTHON) -c "import atheris" 2>/dev/null || $(PYTHON) -m pip install -q atheris
+	$(MAKE) --no-print-directory build
+	@mkdir -p $(FUZZ)/corpus-devargs
+	$(PYTHON) tests/fuzz/fuzz_devargs.py -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-devargs
 
 # The check suites under valgrind: no invalid access, no leak.
 valgrind: $(BUILD)/check_runner tools

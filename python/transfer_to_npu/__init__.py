@@ -13,12 +13,8 @@ import sys
 import threading
 import time
 
-from . import _code_cache
-
-_code_cache.install()  # the package's other modules, read from one file
-
-from . import _C  # noqa: E402
-from ._C import InvalidDeviceError  # noqa: E402
+from . import _C
+from ._C import InvalidDeviceError
 
 __all__ = ["enable", "disable", "is_enabled", "mappings", "backend", "InvalidDeviceError"]
 
@@ -31,7 +27,7 @@ _lock = threading.RLock()
 
 # Seconds the last enable() spent initialising the NPU backend, and in each
 # step of patching (read by the benchmarks).
-_PATCH_STEPS = ("rows", "install", "after_enable", "rebind")
+_PATCH_STEPS = ("rows", "install", "rebind")
 _timings = dict.fromkeys(("backend",) + _PATCH_STEPS, 0.0)
 
 
@@ -115,7 +111,7 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _table, _torch_facts, backends
+        from . import backends
 
         _visible_devices()
         last = [time.perf_counter()]
@@ -127,30 +123,31 @@ def enable():
 
         name = backends.install()
         timed("backend")
-        if _reporting() or f"{__name__}._report" in sys.modules:
-            from . import _report
-
-            _report.configure(name)
-        rows = _table.rows(torch, name)
-        _torch_facts.save()  # what the backend and the rules learnt from torch
-        timed("rows")
-        _warm_torch_caches()
         try:
-            _C.enable(rows, _table.resolve)
-        except (TypeError, ValueError, OverflowError, RuntimeError):
-            if not _table.from_file(name):
-                raise
-            # A cache file whose rows the C core refuses (damaged past what
-            # reading it checks): the table is derived again.
-            _C.enable(_table.rows(torch, name, fresh=True), _table.resolve)
-        timed("install")
-        _table.after_enable(torch)
-        timed("after_enable")
-        # Names bound before this import (`from torch.cuda import
-        # synchronize` in the user's modules) are migrated too.
-        _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
-        timed("rebind")
+            _patch(torch, name, timed)
+        except BaseException:
+            # All or nothing: torch is left as it was found.
+            _C.disable()
+            raise
         backend = name
+
+
+def _patch(torch, name, timed):
+    from . import _table
+
+    if _reporting() or f"{__name__}._report" in sys.modules:
+        from . import _report
+
+        _report.configure(name)
+    rows = _table.rows(torch, name)
+    timed("rows")
+    _warm_torch_caches()
+    _table.install(torch, rows)
+    timed("install")
+    # Names bound before this import (`from torch.cuda import
+    # synchronize` in the user's modules) are migrated too.
+    _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
+    timed("rebind")
 
 
 def disable():

@@ -10,9 +10,14 @@ process it starts migrated too.
 """
 
 import argparse
+import builtins
+import importlib.machinery
+import io
 import os
 import runpy
 import sys
+import types
+import zipfile
 
 
 def _parser():
@@ -29,8 +34,8 @@ def _parser():
                    help="TRANSFER_TO_NPU_BACKEND")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
     p.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
-    p.add_argument("target", nargs="?", help="the script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    p.add_argument("target", nargs="?", help="the script to run; what follows it (or the "
+                   "module) is its own arguments")
     return p
 
 
@@ -43,6 +48,27 @@ def _print_table(stream=sys.stdout):
     print(f"# {len(rows)} mappings, {transfer_to_npu.backend} backend", file=stream)
     for r in rows:
         print(f"{r['source']:<{width}}  {r['kind']:<{kind_width}}  {r['target']}", file=stream)
+
+
+def _run_script(path):
+    """Run path as python runs a script: as __main__, with an absolute
+    __file__ and sys.argv[0] as given (runpy.run_path would make both the
+    path it is given).  A directory or a zip file goes to runpy."""
+    if not os.path.isfile(path) or zipfile.is_zipfile(path):
+        runpy.run_path(path, run_name="__main__")
+        return
+    filename = os.path.abspath(path)
+    with io.open_code(filename) as f:
+        code = compile(f.read(), filename, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=filename, __builtins__=builtins, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", filename))
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
 
 
 def _user_traceback(tb, filename):
@@ -59,14 +85,36 @@ def _user_traceback(tb, filename):
     return tb
 
 
+# Our options that take a value (as a separate argument, or after "=").
+_VALUED = ("--log", "--log-file", "--report", "--backend")
+
+
+def _split(argv):
+    """(our options, the script or -m module, its arguments): everything
+    after the script or the module is the script's own, as with python
+    itself (argparse would take `-m torch.distributed.run --nproc-per-node
+    2` for options of ours)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i], argv[i + 1:i + 2], argv[i + 2:]
+        if arg == "-m":
+            return argv[:i], argv[i:i + 2], argv[i + 2:]
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return argv[:i], ["-m", arg[2:]], argv[i + 1:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i], [arg], argv[i + 1:]
+        i += 2 if arg in _VALUED else 1
+    return argv, [], []
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    # Options are ours up to the script (or -m module); the rest is its own.
+    ours, target, rest = _split(argv)
     parser = _parser()
-    opts = parser.parse_args(argv)
-    if opts.module is not None and opts.target is not None:
-        opts.args = [opts.target] + opts.args
-        opts.target = None
+    opts = parser.parse_args(ours + target)
+    opts.args = rest
     if not opts.list and opts.target is None and opts.module is None:
         parser.error("a script, -m module or --list is required")
 
@@ -107,8 +155,8 @@ def main(argv=None):
             return 2
         sys.argv = [path] + opts.args
         sys.path[0] = os.path.dirname(os.path.abspath(path))
-        filename = path
-        run = lambda: runpy.run_path(path, run_name="__main__")
+        filename = os.path.abspath(path)
+        run = lambda: _run_script(path)
     try:
         run()
     except SystemExit:

@@ -102,6 +102,27 @@ name_field(const ttn_json *rule, const char *kind, size_t index, const char *fie
     return 0;
 }
 
+/* The first number in v that does not fit what it would become (a 64-bit
+ * integer, a double), or NULL: better an error naming the field than a
+ * silent float or infinity.  The reader bounds the depth. */
+static const ttn_json *
+out_of_range(const ttn_json *v)
+{
+    size_t i;
+
+    if (v->type == TTN_JSON_NUMBER)
+        return v->out_of_range ? v : NULL;
+    if (v->type == TTN_JSON_ARRAY || v->type == TTN_JSON_OBJECT) {
+        for (i = 0; i < v->count; i++) {
+            const ttn_json *bad = out_of_range(v->items[i]);
+
+            if (bad != NULL)
+                return bad;
+        }
+    }
+    return NULL;
+}
+
 static int
 check_rule(const ttn_json *rule, size_t k, size_t index, ttn_rule *out, char *err, size_t errcap)
 {
@@ -125,7 +146,7 @@ check_rule(const ttn_json *rule, size_t k, size_t index, ttn_rule *out, char *er
     out->index = index;
     switch (out->kind) {
     case TTN_RULE_ARGS: {
-        const ttn_json *idx = ttn_json_member(rule, "arg_idx");
+        const ttn_json *idx = ttn_json_member(rule, "arg_idx"), *bad;
 
         if (name_field(rule, kind, index, "func_name", 1, 0, &out->func_name, err, errcap) < 0)
             return -1;
@@ -140,6 +161,12 @@ check_rule(const ttn_json *rule, size_t k, size_t index, ttn_rule *out, char *er
         out->arg_new = ttn_json_member(rule, "arg_new");
         if (out->arg_new == NULL)
             return error(err, errcap, "%s[%zu]: missing field 'arg_new'", kind, index);
+        bad = out_of_range(out->arg_new);
+        if (bad != NULL)
+            return error(err, errcap,
+                         "%s[%zu]: field 'arg_new' holds a number out of range (integers must "
+                         "fit in 64 bits, other numbers in a double) (line %d)",
+                         kind, index, bad->line);
         return 0;
     }
     case TTN_RULE_FUNC_NAME:

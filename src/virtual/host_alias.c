@@ -7,7 +7,7 @@
  * no Python call).  Memory is accounted when a cpu result becomes npu
  * memory, and given back by the DLPack deleter when torch frees it.
  */
-#include "state.h"
+#include "virtual.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -204,13 +204,26 @@ ttn_host_alias(ttn_state *st, PyObject *tensor)
     return retag(st, tensor, ttn_kDLCPU, 0, 0);
 }
 
+int
+ttn_check_device_index(ttn_state *st, long index)
+{
+    if (index >= 0 && index < st->device_count)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "Invalid device ordinal: npu:%ld (there %s %d visible virtual NPU%s; see "
+                 "TRANSFER_TO_NPU_VIRTUAL_DEVICES and ASCEND_RT_VISIBLE_DEVICES)",
+                 index, st->device_count == 1 ? "is" : "are", st->device_count,
+                 st->device_count == 1 ? "" : "s");
+    return -1;
+}
+
+/* Every npu tensor is made here: one on a device that does not exist is
+ * refused, as CUDA refuses it. */
 PyObject *
 ttn_device_alias(ttn_state *st, PyObject *tensor, int index, int accounted)
 {
-    if (index < 0 || index > TTN_MAX_DEVICE_INDEX) {
-        PyErr_Format(PyExc_ValueError, "npu device index %d is out of range", index);
+    if (ttn_check_device_index(st, index) < 0)
         return NULL;
-    }
     return retag(st, tensor, ttn_kDLExtDev, index, accounted);
 }
 
@@ -390,9 +403,10 @@ host_install(PyObject *module, PyObject *args)
     ttn_state *st = ttn_get_state(module);
     PyObject *capsule, *tensor_type, *cpu_device, *complete;
     const ttn_DLPackExchangeAPI *api;
+    int count;
 
-    if (!PyArg_ParseTuple(args, "OO!OO:host_install", &capsule, &PyType_Type, &tensor_type,
-                          &cpu_device, &complete))
+    if (!PyArg_ParseTuple(args, "OO!OOi:host_install", &capsule, &PyType_Type, &tensor_type,
+                          &cpu_device, &complete, &count))
         return NULL;
     if (!PyType_Check(Py_TYPE(cpu_device)) || Py_TYPE(cpu_device)->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "host_install: cpu_device must be a torch.device");
@@ -417,10 +431,22 @@ host_install(PyObject *module, PyObject *args)
     Py_XSETREF(st->device_type, (PyTypeObject *)Py_NewRef(Py_TYPE(cpu_device)));
     Py_XSETREF(st->complete, Py_NewRef(complete));
     st->kernels_ready = 0;
+    st->device_count = count;
     if (st->pinned == NULL && (st->pinned = PySet_New(NULL)) == NULL)
         return NULL;
     st->dlpack = api;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+host_check_device_index(PyObject *module, PyObject *arg)
+{
+    long index = PyLong_AsLong(arg);
+
+    if ((index == -1 && PyErr_Occurred()) ||
+        ttn_check_device_index(ttn_get_state(module), index) < 0)
+        return NULL;
+    return PyLong_FromLong(index);
 }
 
 /* The ops' handling written in Python, which loads with the kernels that
@@ -569,8 +595,10 @@ host_is_pinned(PyObject *module, PyObject *address)
 
 PyMethodDef ttn_host_alias_methods[] = {
     {"host_install", host_install, METH_VARARGS,
-     "host_install(dlpack_exchange_api, TensorBase, cpu_device, complete)\n"
+     "host_install(dlpack_exchange_api, TensorBase, cpu_device, complete, device_count)\n"
      "Make the virtual NPU's aliasing available; complete() registers its kernels."},
+    {"check_device_index", host_check_device_index, METH_O,
+     "check_device_index(index) -> index, or RuntimeError when npu:index does not exist"},
     {"host_handlers", host_handlers, METH_VARARGS,
      "host_handlers(classify, retry, resolve)\n"
      "Set the Python handling of the ops that the generic path does not run alone."},

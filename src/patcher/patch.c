@@ -6,7 +6,7 @@
  * restoring either sets that exact object back or deletes the override
  * and lets inheritance show through again.
  */
-#include "state.h"
+#include "patcher.h"
 
 /* ------------------------------------------------------------------------- */
 
@@ -195,7 +195,12 @@ ttn_rebind(ttn_state *st, PyObject *module)
     if (!PyModule_Check(module))
         return 0;
     dict = PyModule_GetDict(module);
-    /* Collect first, patch after: the dict must not change while walked. */
+    /* Collect first, patch after: the dict must not change while walked,
+     * so nothing the collector tracks is made during the walk (a
+     * collection may run finalisers, which may change the dict). */
+    found = PyList_New(0);
+    if (found == NULL)
+        goto exit;
     while (PyDict_Next(dict, &pos, &key, &value)) {
         /* Only callables are ever replaced: skip the rest without a lookup. */
         if (!(PyCFunction_Check(value) || PyFunction_Check(value) || PyType_Check(value) ||
@@ -203,13 +208,11 @@ ttn_rebind(ttn_state *st, PyObject *module)
             continue;
         if (!PyUnicode_Check(key) || ttn_ptrmap_get(&st->replacements, value) == NULL)
             continue;
-        if (found == NULL && (found = PyList_New(0)) == NULL)
-            goto exit;
         if (PyList_Append(found, key) < 0)
             goto exit;
     }
     count = 0;
-    for (i = 0; found != NULL && i < PyList_GET_SIZE(found); i++) {
+    for (i = 0; i < PyList_GET_SIZE(found); i++) {
         PyObject *name = PyList_GET_ITEM(found, i);
         PyObject *current = PyDict_GetItemWithError(dict, name), *replacement;
 
@@ -224,8 +227,14 @@ ttn_rebind(ttn_state *st, PyObject *module)
         if (replacement == NULL)
             continue;
         if (ttn_patch_apply(st, module, name, replacement) < 0) {
-            count = -1;
-            goto exit;
+            /* A module that refuses the attribute (its own __setattr__)
+             * keeps the name it bound: rebinding is a courtesy. */
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                count = -1;
+                goto exit;
+            }
+            PyErr_Clear();
+            continue;
         }
         count++;
     }

@@ -6,7 +6,7 @@
  * function receives no context, so the installed state is reached through
  * one process-wide pointer, set and cleared together with the slot.
  */
-#include "state.h"
+#include "patcher.h"
 
 static struct {
     PyObject *module; /* strong: keeps the state below alive */
@@ -100,12 +100,26 @@ hit(ttn_state *st, PyObject *spec, int idx)
     return 0;
 }
 
+/* The argument at position i, else the keyword `key`, held (looking it up
+ * may run a key's __eq__, and logging a rewrite may run a str subclass's
+ * __repr__, either of which may change kwds); NULL with no error when
+ * absent. */
+static PyObject *
+argument(PyObject *args, PyObject *kwds, Py_ssize_t i, PyObject *key)
+{
+    if (PyTuple_GET_SIZE(args) > i)
+        return Py_NewRef(PyTuple_GET_ITEM(args, i));
+    if (kwds == NULL || PyDict_GET_SIZE(kwds) == 0)
+        return NULL;
+    return Py_XNewRef(PyDict_GetItemWithError(kwds, key));
+}
+
 static PyObject *
 device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     ttn_state *st = installed.state;
     newfunc original = installed.original_new;
-    PyObject *spec = NULL, *index, *cached;
+    PyObject *spec = NULL, *index = NULL, *result = NULL;
     Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
     const char *s;
     int idx = -1, shapes_ok, dev_type, dev_index;
@@ -113,51 +127,46 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
     if (st == NULL || !st->enabled || type != installed.type)
         return original(type, args, kwds);
-    if (nargs > 0)
-        spec = PyTuple_GET_ITEM(args, 0);
-    else if (nkw > 0) {
-        spec = PyDict_GetItemWithError(kwds, st->str_type);
-        if (spec == NULL && PyErr_Occurred())
-            return NULL;
-    }
+    spec = argument(args, kwds, 0, st->str_type);
+    if (spec == NULL && PyErr_Occurred())
+        goto exit;
     if (spec != NULL && Py_IS_TYPE(spec, type) && nargs + nkw == 1) {
         /* torch.device(d) of a CUDA device made before migration. */
         if (ttn_device_decode(st, spec, &dev_type, &dev_index) < 0)
-            return NULL;
-        if (dev_type != TTN_C10_CUDA || dev_index < -1 || dev_index > TTN_MAX_DEVICE_INDEX)
-            return original(type, args, kwds);
-        cached = ttn_npu_device(st, dev_index);
-        if (cached == NULL)
-            return NULL;
-        ttn_hit_detail(st, st->device_entry, st->str_type, spec, cached);
-        return Py_NewRef(cached);
+            goto exit;
+        if (dev_type != TTN_C10_CUDA || dev_index < -1 || dev_index > TTN_MAX_DEVICE_INDEX) {
+            result = original(type, args, kwds);
+            goto exit;
+        }
+        result = Py_XNewRef(ttn_npu_device(st, dev_index));
+        if (result != NULL)
+            ttn_hit_detail(st, st->device_entry, st->str_type, spec, result);
+        goto exit;
     }
-    if (spec == NULL || !PyUnicode_Check(spec))
-        return original(type, args, kwds);
-    if (!ttn_may_be_cuda(spec))
-        return original(type, args, kwds);
+    if (spec == NULL || !PyUnicode_Check(spec) || !ttn_may_be_cuda(spec)) {
+        result = original(type, args, kwds);
+        goto exit;
+    }
     s = PyUnicode_AsUTF8AndSize(spec, &len);
     if (s == NULL)
-        return NULL;
+        goto exit;
     switch (ttn_devspec_parse(s, (size_t)len, &idx)) {
     case TTN_DEV_CUDA:
         break;
     case TTN_DEV_INVALID:
-        return raise_invalid(st, spec);
+        result = raise_invalid(st, spec);
+        goto exit;
     default:
-        return original(type, args, kwds);
+        result = original(type, args, kwds);
+        goto exit;
     }
-
-    index = nargs > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
-    if (index == NULL && nkw > 0) {
-        index = PyDict_GetItemWithError(kwds, st->str_index);
-        if (index == NULL && PyErr_Occurred())
-            return NULL;
-    }
+    index = argument(args, kwds, 1, st->str_index);
+    if (index == NULL && PyErr_Occurred())
+        goto exit;
     /* Anything but (type[, index]) goes to torch, for its own errors. */
     shapes_ok = nargs + nkw == 1 + (index != NULL);
     if (index == Py_None)
-        index = NULL;
+        Py_CLEAR(index);
     if (index != NULL && idx >= 0) {
         /* torch's own check, made here so that the message shows what the
          * user wrote rather than its npu spelling. */
@@ -165,24 +174,48 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                      "type (string) must not include an index because index was passed "
                      "explicitly: %U",
                      spec);
-        return NULL;
+        goto exit;
     }
     if (hit(st, spec, idx) < 0)
-        return NULL;
-    if (!shapes_ok)
-        return call_original(st, type, args, kwds, idx);
+        goto exit;
+    if (!shapes_ok) {
+        result = call_original(st, type, args, kwds, idx);
+        goto exit;
+    }
     if (index != NULL) {
-        explicit_index = PyLong_CheckExact(index) ? PyLong_AsLong(index) : -1;
-        if (explicit_index < 0 || explicit_index > TTN_MAX_DEVICE_INDEX) {
-            PyErr_Clear();
-            return call_original(st, type, args, kwds, idx);
+        explicit_index = -1;
+        if (PyLong_Check(index)) {
+            int overflow;
+
+            explicit_index = PyLong_AsLongAndOverflow(index, &overflow);
+            if (explicit_index == -1 && PyErr_Occurred())
+                goto exit;
+            if (overflow > 0)
+                explicit_index = LONG_MAX;
+        }
+        if (explicit_index > TTN_MAX_DEVICE_INDEX) {
+            /* torch keeps an index in eight bits: 128 would come back as
+             * npu:-128. */
+            PyErr_Format(PyExc_RuntimeError,
+                         "Device index must be between -1 and %d, got %R (torch.device(%R, %R))",
+                         TTN_MAX_DEVICE_INDEX, index, spec, index);
+            goto exit;
+        }
+        if (explicit_index < 0) {
+            /* Negative, or not an int: torch's to judge. */
+            result = call_original(st, type, args, kwds, idx);
+            goto exit;
         }
         idx = (int)explicit_index;
     }
     /* torch.device objects are immutable: hand out the cached one, which
      * also lets the wrappers recognise it by identity. */
-    cached = ttn_npu_device(st, idx);
-    return cached == NULL ? NULL : Py_NewRef(cached);
+    result = Py_XNewRef(ttn_npu_device(st, idx));
+
+exit:
+    Py_XDECREF(spec);
+    Py_XDECREF(index);
+    return result;
 }
 
 /* ------------------------------------------------------------------------- */

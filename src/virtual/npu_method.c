@@ -9,7 +9,7 @@
  * see it), goes to the Python version, which the object stands for
  * (__wrapped__, __doc__, signature).
  */
-#include "state.h"
+#include "virtual.h"
 
 #include <structmember.h>
 

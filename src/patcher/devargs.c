@@ -2,7 +2,7 @@
  * backends.  The decisions are made by the pure-C parser (devspec.c); this
  * file turns them into Python objects, cached so that the rewriting path
  * allocates nothing. */
-#include "state.h"
+#include "patcher.h"
 
 /* ------------------------------------------------------------------------- */
 
@@ -277,57 +277,10 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **
     return TTN_QUICK_KEEP;
 }
 
-/* A map_location dict ({'cuda:0': 'cuda:1'}): every key and value that is
- * a CUDA device is mapped.  A rewritten key is added beside the original,
- * so that storages tagged 'cuda:0' (a CUDA checkpoint) and 'npu:0' (an npu
- * one) both find their entry. */
+/* One device specification: a str or a torch.device. */
 static int
-map_device_dict(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
-                ttn_entry *entry)
-{
-    PyObject *result = NULL, *key, *item;
-    Py_ssize_t pos = 0;
-    int changed = 0, rc = -1;
-
-    result = PyDict_New();
-    if (result == NULL)
-        goto exit;
-    while (PyDict_Next(value, &pos, &key, &item)) {
-        PyObject *new_key = NULL, *new_item = NULL;
-        int rk, ri;
-
-        rk = ttn_map_device(st, key, &new_key, argname, entry);
-        if (rk < 0)
-            goto exit;
-        ri = ttn_map_device(st, item, &new_item, argname, entry);
-        if (ri < 0) {
-            Py_XDECREF(new_key);
-            goto exit;
-        }
-        changed |= rk | ri;
-        if (PyDict_SetItem(result, key, ri ? new_item : item) < 0 ||
-            (rk && PyDict_SetItem(result, new_key, ri ? new_item : item) < 0)) {
-            Py_XDECREF(new_key);
-            Py_XDECREF(new_item);
-            goto exit;
-        }
-        Py_XDECREF(new_key);
-        Py_XDECREF(new_item);
-    }
-    if (changed) {
-        *out = result;
-        result = NULL;
-    }
-    rc = changed;
-
-exit:
-    Py_XDECREF(result);
-    return rc;
-}
-
-int
-ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
-               ttn_entry *entry)
+map_device_scalar(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                  ttn_entry *entry)
 {
     if (PyUnicode_Check(value)) {
         Py_ssize_t len;
@@ -375,9 +328,69 @@ ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname
     }
     if (st->device_type != NULL && Py_IS_TYPE(value, st->device_type))
         return map_device_object(st, value, out);
+    return 0;
+}
+
+/* A device map ({'cuda:0': 'cuda:1'}, as map_location takes): every key
+ * and value that is a CUDA device is mapped; anything else in it, another
+ * dict included, is kept as it is (not a device specification).  A
+ * rewritten key is added beside the original, so that storages tagged
+ * 'cuda:0' (a CUDA checkpoint) and 'npu:0' (an npu one) both find their
+ * entry.  The dict is read through a list of its items: adding to the
+ * result hashes keys, which may run code (a str subclass's __hash__) that
+ * changes the dict. */
+static int
+map_device_dict(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                ttn_entry *entry)
+{
+    PyObject *result = NULL, *items = NULL, *new_key = NULL, *new_item = NULL;
+    Py_ssize_t i;
+    int changed = 0, rc = -1;
+
+    items = PyDict_Items(value);
+    result = items == NULL ? NULL : PyDict_New();
+    if (result == NULL)
+        goto exit;
+    for (i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i), *key, *item;
+        int rk, ri;
+
+        Py_INCREF(pair); /* the list may change under code run below */
+        key = PyTuple_GET_ITEM(pair, 0);
+        item = PyTuple_GET_ITEM(pair, 1);
+        rk = map_device_scalar(st, key, &new_key, argname, entry);
+        ri = rk < 0 ? -1 : map_device_scalar(st, item, &new_item, argname, entry);
+        if (ri >= 0) {
+            changed |= rk | ri;
+            if (PyDict_SetItem(result, key, ri ? new_item : item) < 0 ||
+                (rk && PyDict_SetItem(result, new_key, ri ? new_item : item) < 0))
+                ri = -1;
+        }
+        Py_DECREF(pair);
+        Py_CLEAR(new_key);
+        Py_CLEAR(new_item);
+        if (ri < 0)
+            goto exit;
+    }
+    if (changed) {
+        *out = result;
+        result = NULL;
+    }
+    rc = changed;
+
+exit:
+    Py_XDECREF(items);
+    Py_XDECREF(result);
+    return rc;
+}
+
+int
+ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+               ttn_entry *entry)
+{
     if (PyDict_CheckExact(value))
         return map_device_dict(st, value, out, argname, entry);
-    return 0;
+    return map_device_scalar(st, value, out, argname, entry);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -15,7 +15,7 @@
  * generic path fails is handed, with its error, to the Python slow path
  * (`retry`), which reruns what it can and otherwise raises.
  */
-#include "state.h"
+#include "virtual.h"
 
 #define TTN_SMALL_PAIRS 16
 #define TTN_SMALL_ARGS 12
@@ -155,8 +155,13 @@ convert_device(ttn_call *c, PyObject *v)
     if (type != TTN_C10_PRIVATEUSE1)
         return Py_NewRef(v);
     c->device_named = 1;
-    if (index >= 0)
+    if (index >= 0) {
+        /* Refused before the op runs (a factory would make the tensor
+         * first). */
+        if (ttn_check_device_index(c->st, index) < 0)
+            return NULL;
         c->device_index = index;
+    }
     return Py_NewRef(c->st->cpu_device);
 }
 
@@ -600,37 +605,45 @@ op_named(ttn_state *st, PyObject *key)
     return op;
 }
 
-/* host_call(op_or_name, *args, **kwargs). */
+/* host_call(op_or_name, *args, **kwargs).  The op and what runs it are
+ * held over the call: it runs Python code, which may change the dicts they
+ * come from. */
 static PyObject *
 host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     ttn_state *st = ttn_get_state(module);
-    PyObject *op, *fn, *handler;
+    PyObject *op = NULL, *fn = NULL, *handler = NULL, *result = NULL;
 
     if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "host_call(op, *args, **kwargs): op is missing");
-        return NULL;
+        goto exit;
     }
     if (st->dlpack == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the virtual NPU is not installed");
-        return NULL;
+        goto exit;
     }
     /* The first op to reach the npu (a factory: there is no npu tensor
      * yet) registers the rest, and sets the handlers it needs itself. */
     if (TTN_UNLIKELY(!st->kernels_ready) && ttn_ensure_kernels(st) < 0)
-        return NULL;
-    op = op_named(st, args[0]);
+        goto exit;
+    op = Py_XNewRef(op_named(st, args[0]));
     if (op == NULL)
-        return NULL;
-    fn = lookup(st, op, &handler);
+        goto exit;
+    fn = Py_XNewRef(lookup(st, op, &handler));
+    Py_XINCREF(handler);
     if (fn != NULL) {
-        PyObject *result = run_on_host(st, op, fn, args + 1, nargs - 1, kwnames, 1);
-
-        return result != NULL ? result : retry(st, op, args + 1, nargs - 1, kwnames);
+        result = run_on_host(st, op, fn, args + 1, nargs - 1, kwnames, 1);
+        if (result == NULL)
+            result = retry(st, op, args + 1, nargs - 1, kwnames);
     }
-    if (handler != NULL)
-        return call_prepended(handler, &op, 1, args + 1, nargs - 1, kwnames);
-    return NULL;
+    else if (handler != NULL)
+        result = call_prepended(handler, &op, 1, args + 1, nargs - 1, kwnames);
+
+exit:
+    Py_XDECREF(op);
+    Py_XDECREF(fn);
+    Py_XDECREF(handler);
+    return result;
 }
 
 static PyObject *

@@ -1,7 +1,7 @@
 /* The user rules file, for Python: _C.parse_rules(data) -> list of dicts.
  * Parsing and checking are the pure-C rules.c; this turns the result into
  * Python objects (arg_new may be any JSON value). */
-#include "state.h"
+#include "patcher.h"
 
 #include "ttn/rules.h"
 

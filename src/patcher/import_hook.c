@@ -8,7 +8,7 @@
  * one finder, inserted once; an in-progress guard against finding
  * ourselves; the hook runs after the module, never inside its lock).
  */
-#include "state.h"
+#include "patcher.h"
 
 #include <structmember.h>
 

@@ -7,7 +7,7 @@
  * binds like a method (tp_descr_get, Py_TPFLAGS_METHOD_DESCRIPTOR) so that
  * `x.to('cuda')` costs no bound-method object.
  */
-#include "state.h"
+#include "patcher.h"
 
 #include <structmember.h>
 

@@ -372,11 +372,14 @@ parse_number(reader *r)
         return NULL;
     }
     v->column = column(r, start);
+    errno = 0;
     v->number = strtod(copy, NULL);
+    v->out_of_range = errno == ERANGE && (v->number > 1.0 || v->number < -1.0);
     if (integral) {
         errno = 0;
         v->integer = strtoll(copy, &endp, 10);
         v->is_integer = errno == 0 && *endp == '\0';
+        v->out_of_range |= !v->is_integer;
     }
     free(copy);
     return v;
@@ -468,11 +471,68 @@ error:
     return NULL;
 }
 
+/* The member names of one object, for finding a duplicate in constant
+ * time (a list searched for each would make a large object quadratic):
+ * open addressing over indices into the object's keys, plus one. */
+typedef struct {
+    size_t *slots;
+    size_t mask; /* slots - 1, a power of two minus one; 0 before the first */
+} name_set;
+
+static size_t
+name_hash(const char *s)
+{
+    size_t h = 1469598103934665603u; /* FNV-1a */
+
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211u;
+    return h;
+}
+
+static void
+names_put(name_set *set, char *const *keys, size_t index)
+{
+    size_t h = name_hash(keys[index]) & set->mask;
+
+    while (set->slots[h] != 0)
+        h = (h + 1) & set->mask;
+    set->slots[h] = index + 1;
+}
+
+/* Add key, which will be keys[count]: 0, 1 when it is there already, -1
+ * out of memory. */
+static int
+names_add(name_set *set, char *const *keys, size_t count, const char *key)
+{
+    size_t h, i;
+
+    if (2 * (count + 1) > set->mask) {
+        size_t size = set->mask ? 2 * (set->mask + 1) : 16;
+        size_t *old = set->slots;
+
+        set->slots = calloc(size, sizeof(size_t));
+        if (set->slots == NULL) {
+            set->slots = old;
+            return -1;
+        }
+        free(old);
+        set->mask = size - 1;
+        for (i = 0; i < count; i++)
+            names_put(set, keys, i);
+    }
+    for (h = name_hash(key) & set->mask; set->slots[h] != 0; h = (h + 1) & set->mask)
+        if (strcmp(keys[set->slots[h] - 1], key) == 0)
+            return 1;
+    set->slots[h] = count + 1;
+    return 0;
+}
+
 static ttn_json *
 parse_object(reader *r, int depth)
 {
     ttn_json *v = new_value(r, TTN_JSON_OBJECT);
-    size_t cap = 0, i;
+    name_set names = {NULL, 0};
+    size_t cap = 0;
     char tmp[16];
 
     if (v == NULL)
@@ -499,12 +559,17 @@ parse_object(reader *r, int depth)
         key = read_string(r, &key_len);
         if (key == NULL)
             goto error;
-        for (i = 0; i < v->count; i++) {
-            if (strcmp(v->keys[i], key) == 0) {
-                fail(r, key_at, "duplicate member name '%s'", key);
-                free(key);
-                goto error;
-            }
+        switch (names_add(&names, v->keys, v->count, key)) {
+        case 0:
+            break;
+        case 1:
+            fail(r, key_at, "duplicate member name '%s'", key);
+            free(key);
+            goto error;
+        default:
+            fail(r, key_at, "out of memory");
+            free(key);
+            goto error;
         }
         skip_space(r);
         if (r->p >= r->end || *r->p != ':') {
@@ -534,6 +599,7 @@ parse_object(reader *r, int depth)
         }
         if (r->p < r->end && *r->p == '}') {
             r->p++;
+            free(names.slots);
             return v;
         }
         fail(r, r->p, "expected ',' or '}' in an object, found %s",
@@ -542,6 +608,7 @@ parse_object(reader *r, int depth)
     }
 
 error:
+    free(names.slots);
     ttn_json_free(v);
     return NULL;
 }

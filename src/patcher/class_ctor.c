@@ -16,7 +16,7 @@
  * subclasses are migrated too and CPython's check that a __new__ call goes
  * to the right slot ("X.__new__(Y) is not safe") keeps passing.
  */
-#include "state.h"
+#include "patcher.h"
 
 /* Classes one process can have patched (torch.Stream, torch.Event). */
 #define TTN_CLASS_CTORS 4
@@ -146,10 +146,12 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         if (r != 0)
             return r < 0 ? NULL : rec->original_new(type, args, kwds);
     }
+    /* Held: logging the rewrite may run code (a str subclass's __repr__)
+     * that changes kwds. */
     if (PyTuple_GET_SIZE(args) > 0)
-        dev = PyTuple_GET_ITEM(args, 0);
+        dev = Py_NewRef(PyTuple_GET_ITEM(args, 0));
     else if (kwds != NULL) {
-        dev = PyDict_GetItemWithError(kwds, st->str_device);
+        dev = Py_XNewRef(PyDict_GetItemWithError(kwds, st->str_device));
         if (dev == NULL && PyErr_Occurred())
             goto exit;
     }
@@ -164,7 +166,7 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                 goto exit;
             args = newargs;
             kwds = newkwds;
-            dev = mapped;
+            Py_SETREF(dev, Py_NewRef(mapped));
         }
     }
     /* A subclass (the user's, or the npu's own calling up) is only
@@ -189,6 +191,7 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     result = rec->original_new(type, args, kwds);
 
 exit:
+    Py_XDECREF(dev);
     Py_XDECREF(npu_class);
     Py_XDECREF(mapped);
     Py_XDECREF(newargs);

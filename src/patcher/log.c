@@ -6,12 +6,13 @@
  * time a mapping is hit at a site, level 2 on every call.  With both off the
  * wrappers test one flag and do nothing else.
  */
-#include "state.h"
+#include "patcher.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
@@ -84,6 +85,36 @@ write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
+/* The log file, for appending, in a directory others may write to (a
+ * shared /tmp): a link at its path is not followed, a FIFO is not waited
+ * on, and only a regular file of this user's is written.  -1 with errno
+ * set otherwise. */
+static int
+open_log(const char *path)
+{
+    struct stat info;
+    int saved, fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                         0644);
+
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &info) < 0)
+        goto refuse;
+    if (!S_ISREG(info.st_mode) || info.st_uid != geteuid()) {
+        errno = S_ISREG(info.st_mode) ? EPERM : EINVAL;
+        goto refuse;
+    }
+    if (fcntl(fd, F_SETFL, O_APPEND) < 0) /* writes may block again, as to any file */
+        goto refuse;
+    return fd;
+
+refuse:
+    saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
 int
 ttn_log_write(ttn_state *st, PyObject *line)
 {
@@ -98,7 +129,7 @@ ttn_log_write(ttn_state *st, PyObject *line)
 
         if (path == NULL)
             return -1;
-        st->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        st->log_fd = open_log(path);
         if (st->log_fd < 0) {
             PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, st->log_path);
             Py_CLEAR(st->log_path); /* from now on: sys.stderr */

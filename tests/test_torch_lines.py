@@ -42,6 +42,17 @@ SCRIPT = textwrap.dedent("""
     out["set_device args"] = [str(a) for a in torch_npu.npu.arguments["set_device"]]
     out["device"] = str(torch.device("cuda:0"))
     out["is_available"] = torch.cuda.is_available()
+    # No kernels: what a factory, .to() or .cuda() reached is in torch's
+    # error, which names the device's dispatch key.
+    reached = []
+    for make in (lambda: torch.zeros(2, device="cuda"), lambda: torch.ones(2).to("cuda:0"),
+                 lambda: torch.ones(2).cuda(), lambda: torch.empty(2, device=torch.device("cuda"))):
+        try:
+            make()
+            reached.append("made")
+        except (NotImplementedError, RuntimeError) as exc:
+            reached.append("npu" if "'npu' backend" in str(exc) else str(exc))
+    out["tensors reached"] = reached
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -127,6 +138,19 @@ def test_cuda_calls_reach_torch_npu(result):
         assert out["mappings"][f"torch.cuda.{name}"][:2] == [f"torch.npu.{name}", "function"]
 
 
+def test_tensors_go_to_the_npu(result):
+    assert result[0]["tensors reached"] == ["npu"] * 4
+
+
+def test_migrates_at_interpreter_start(tmp_path):
+    """TRANSFER_TO_NPU=1: the .pth file installed with the package."""
+    proc = _python(["-c", "import torch; torch.cuda.synchronize(); import torch_npu, "
+                          "transfer_to_npu; print(transfer_to_npu.backend, torch_npu.npu.calls)"],
+                   tmp_path, TRANSFER_TO_NPU="1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["torch_npu", "['synchronize']"]
+
+
 def test_renamed_counterparts_reach_torch_npu(result):
     out = result[0]
     assert out["graph is torch_npu's"] and out["graphs made"] == ["NPUGraph", "graph"]
@@ -192,7 +216,7 @@ def test_list_of_the_release_for_this_torch(tmp_path):
     names: derived with this torch."""
     line = _torch_line()
     proc = _python(["-m", "transfer_to_npu", "--list", "--torch-npu", line], tmp_path)
-    if proc.returncode == 2 and "no surface" in proc.stderr:
+    if proc.returncode == 2 and "not a known release line" in proc.stderr:
         pytest.skip(f"torch_npu has no release for torch {line}")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

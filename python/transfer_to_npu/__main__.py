@@ -37,12 +37,18 @@ def _parser():
     return p
 
 
-def _print_table(rows, backend, stream=sys.stdout):
+def _print_table(rows, backend, stream=sys.stdout, note=""):
     width = max(len(r["source"]) for r in rows)
     kind_width = max(len(r["kind"]) for r in rows)
-    print(f"# {len(rows)} mappings, {backend} backend", file=stream)
+    print(f"# {len(rows)} mappings, {backend} backend{note}", file=stream)
     for r in rows:
         print(f"{r['source']:<{width}}  {r['kind']:<{kind_width}}  {r['target']}", file=stream)
+
+
+def _torch_version():
+    import torch
+
+    return torch.__version__
 
 
 def _surface_table(version):
@@ -54,8 +60,7 @@ def _surface_table(version):
 
     torch_npu, npu = surfaces.load(version)
     rows, _ = _rules.derive(torch, npu, torch_npu)
-    return _rules.entries(rows), f"torch_npu {torch_npu.__version__} (its names, read from " \
-                                 f"its release)"
+    return _rules.entries(rows), f"torch_npu {torch_npu.__version__}"
 
 
 def _user_traceback(tb, filename):
@@ -110,7 +115,8 @@ def main(argv=None):
         if opts.torch_npu is None:
             table, backend = transfer_to_npu.mappings(), transfer_to_npu.backend
         try:
-            _print_table(table, backend)
+            _print_table(table, backend, note="" if opts.torch_npu is None else
+                         f" (from the names of its release, with torch {_torch_version()})")
             sys.stdout.flush()
         except BrokenPipeError:
             # `--list | head`: the reader has gone, which is not an error.

@@ -37,8 +37,8 @@ def path(line):
     short = ".".join(line.split(".")[:2])
     file = os.path.join(_DIRECTORY, f"torch_npu-{short}.json")
     if not os.path.exists(file):
-        raise ValueError(f"no surface of torch_npu {line!r}: known lines are "
-                         f"{', '.join(lines())}")
+        raise ValueError(f"torch_npu {line!r} is not a known release line (known: "
+                         f"{', '.join(lines())})")
     return file
 
 

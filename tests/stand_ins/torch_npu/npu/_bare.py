@@ -29,9 +29,11 @@ def current_device():
 
 
 def set_device(device):
-    index = getattr(device, "index", device)
-    if isinstance(index, str):
-        index = int(index.rpartition(":")[2] or 0)
+    import torch
+
+    if isinstance(device, str):
+        device = torch.device(device)
+    index = device.index if isinstance(device, torch.device) else device
     _current[0] = index or 0
 
 

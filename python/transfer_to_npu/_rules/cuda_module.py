@@ -102,9 +102,10 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
     # Targets named from torch ("torch:npu.synchronize"), found at their
     # first call.
     path = "torch:" + npu_name.partition(".")[2]
+    public = set(public_names(cuda)).union(DATA)
     # A device module may serve its data from a module __getattr__, outside dir().
-    for name in sorted(set(public_names(cuda)).union(DATA)):
-        if name.startswith("_") or not module_has(npu, name) or not module_has(cuda, name):
+    for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
+        if name.startswith("_") or name not in public or not module_has(cuda, name):
             continue
         target = getattr(npu, name)
         if name in DATA:

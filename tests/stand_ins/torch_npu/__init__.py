@@ -20,6 +20,9 @@ from transfer_to_npu import backends
 STAND_IN = True
 #: Whether npu tensors can be made (the virtual NPU is the device).
 KERNELS = os.environ.get("STAND_IN_KERNELS", "1") != "0" and backends.virtual_supported()
+# As torch_npu's release names itself (the two kinds are two releases: their
+# tables differ).
+__version__ = "0.0.0+stand-in" + ("" if KERNELS else ".no-kernels")
 
 from . import npu, profiler  # noqa: E402
 

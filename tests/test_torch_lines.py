@@ -34,8 +34,7 @@ SCRIPT = textwrap.dedent("""
     import transfer_to_npu
     import torch_npu
 
-    out = {"backend": transfer_to_npu.backend, "kernels": torch_npu.KERNELS,
-           "cuda built": torch.backends.cuda.is_built()}
+    out = {"backend": transfer_to_npu.backend, "kernels": torch_npu.KERNELS}
     torch.cuda.synchronize()
     torch.cuda.set_device("cuda:0")
     out["calls"] = list(torch_npu.npu.calls)

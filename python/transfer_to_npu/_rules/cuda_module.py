@@ -69,10 +69,9 @@ def counterparts(cuda, npu):
     """{torch.cuda path: torch.npu path} of the COUNTERPARTS that apply."""
     out = {}
     for source, target in COUNTERPARTS.items():
-        name = source.rpartition(".")[2]
-        if "." not in source and module_has(npu, name):
-            continue  # the npu's own of that name: mapped as such
-        if _find(cuda, source) is not None and _find(npu, target) is not None:
+        if _find(npu, target) is None or _find(cuda, source) is None:
+            continue
+        if "." in source or not module_has(npu, source):  # else mapped under its own name
             out[source] = target
     return out
 

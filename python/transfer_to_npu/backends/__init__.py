@@ -51,7 +51,9 @@ def is_hccl_available():
 # over the same memory (host_alias.c, host_call.c), without a DLPack
 # capsule per call.
 VIRTUAL_NEEDS = ("_acc", "_dlpack_exchange_api")
-VIRTUAL_MIN_TORCH = "2.10"  # measured: 2.9 has neither
+# The first with both (torch 2.8's and 2.9's wheels have neither
+# _dlpack_exchange_api nor backend_registration's Python backend set-up).
+VIRTUAL_MIN_TORCH = "2.10"
 
 
 def _virtual_missing():

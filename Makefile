@@ -7,7 +7,7 @@ PURE_C := $(wildcard src/pure/*.c)
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
-.PHONY: all deps tools build wheel check pytest test bench demo sanitize fuzz valgrind clean
+.PHONY: all deps tools build wheel check pytest test test-torch bench demo sanitize fuzz valgrind clean
 
 all: build
 
@@ -43,6 +43,22 @@ pytest: build
 	$(PYTHON) -m pytest -q tests
 
 test: check pytest
+
+# The patcher with torch_npu as backend (a stand-in without kernels) on
+# each torch line of TORCH_VERSIONS, in a venv per line
+# ($(TORCH_VENV_PREFIX)<line>, made by scripts/torch-venv.sh: PyPI's CUDA
+# build of the torch that torch_npu's release for the line requires).
+TORCH_VERSIONS ?= 2.1 2.6 2.14
+TORCH_VENV_PREFIX ?= $(BUILD)/venv-torch-
+test-torch: deps
+	@for line in $(TORCH_VERSIONS); do \
+		venv=$(TORCH_VENV_PREFIX)$$line; \
+		./scripts/torch-venv.sh $$line $$venv && \
+		$(MAKE) --no-print-directory build PYTHON=$$venv/bin/python && \
+		echo "test-torch: torch $$line" && \
+		$$venv/bin/python -m pytest -q --noconftest -p no:cacheprovider \
+			tests/test_torch_lines.py || exit 1; \
+	done
 
 bench: build
 	$(PYTHON) bench/run.py

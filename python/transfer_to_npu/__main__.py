@@ -2,7 +2,7 @@
 
     python -m transfer_to_npu [--log N] [--log-file FILE] [--report FILE] script.py [args...]
     python -m transfer_to_npu [options] -m module [args...]
-    python -m transfer_to_npu --list
+    python -m transfer_to_npu --list [--torch-npu VERSION]
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -33,19 +33,19 @@ def _parser():
     p.add_argument("--backend", choices=("auto", "torch_npu", "virtual"),
                    help="TRANSFER_TO_NPU_BACKEND")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
+    p.add_argument("--torch-npu", metavar="VERSION",
+                   help="with --list: the table torch_npu VERSION (a release line, such as "
+                        "2.5) would get, from the names its release has")
     p.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
     p.add_argument("target", nargs="?", help="the script to run; what follows it (or the "
                    "module) is its own arguments")
     return p
 
 
-def _print_table(stream=sys.stdout):
-    import transfer_to_npu
-
-    rows = transfer_to_npu.mappings()
+def _print_table(rows, backend, stream=sys.stdout, note=""):
     width = max(len(r["source"]) for r in rows)
     kind_width = max(len(r["kind"]) for r in rows)
-    print(f"# {len(rows)} mappings, {transfer_to_npu.backend} backend", file=stream)
+    print(f"# {len(rows)} mappings, {backend} backend{note}", file=stream)
     for r in rows:
         print(f"{r['source']:<{width}}  {r['kind']:<{kind_width}}  {r['target']}", file=stream)
 
@@ -71,6 +71,24 @@ def _run_script(path):
         sys.modules["__main__"] = saved
 
 
+def _torch_version():
+    import torch
+
+    return torch.__version__
+
+
+def _surface_table(version):
+    """The table a torch_npu release would get (its names, from its
+    surface file), with this torch; and the backend as named."""
+    import torch
+
+    from . import _rules, surfaces
+
+    torch_npu, npu = surfaces.load(version)
+    rows, _ = _rules.derive(torch, npu, torch_npu)
+    return _rules.entries(rows), f"torch_npu {torch_npu.__version__}"
+
+
 def _user_traceback(tb, filename):
     """The traceback from the first frame of the user's code on, as
     ``python script.py`` would show it."""
@@ -86,7 +104,7 @@ def _user_traceback(tb, filename):
 
 
 # Our options that take a value (as a separate argument, or after "=").
-_VALUED = ("--log", "--log-file", "--report", "--backend")
+_VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu")
 
 
 def _split(argv):
@@ -117,6 +135,8 @@ def main(argv=None):
     opts.args = rest
     if not opts.list and opts.target is None and opts.module is None:
         parser.error("a script, -m module or --list is required")
+    if opts.torch_npu is not None and not opts.list:
+        parser.error("--torch-npu goes with --list")
 
     # The environment carries the settings to every process the script
     # starts: TRANSFER_TO_NPU=1 migrates them at their first torch import.
@@ -132,10 +152,19 @@ def main(argv=None):
 
     import transfer_to_npu
 
-    transfer_to_npu.enable()
-    if opts.list:
+    if opts.list and opts.torch_npu is not None:
         try:
-            _print_table()
+            table, backend = _surface_table(opts.torch_npu)
+        except ValueError as exc:
+            parser.error(f"--torch-npu: {exc}")
+    else:
+        transfer_to_npu.enable()
+    if opts.list:
+        if opts.torch_npu is None:
+            table, backend = transfer_to_npu.mappings(), transfer_to_npu.backend
+        try:
+            _print_table(table, backend, note="" if opts.torch_npu is None else
+                         f" (from the names of its release, with torch {_torch_version()})")
             sys.stdout.flush()
         except BrokenPipeError:
             # `--list | head`: the reader has gone, which is not an error.

@@ -8,6 +8,9 @@
  */
 #include "patcher.h"
 
+/* PyFrame_GetBack: declared by Python.h from 3.11 on, by this before. */
+#include <frameobject.h>
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>

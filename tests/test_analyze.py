@@ -337,6 +337,18 @@ def test_bad_files_are_reported_and_skipped(sp, tmp_path):
     assert report.files == 2
 
 
+def test_code_nested_deeper_than_recursion_allows(sp, tmp_path):
+    """Machine-written code (a sum of 900 terms nests 900 deep) and
+    strings that are not text (a lone surrogate) are scanned like any."""
+    (tmp_path / "generated.py").write_text(
+        "x = 1" + " + 1" * 900 + "\nimport torch\ny = torch.zeros(1, device='cuda')\n"
+        "s = '\\ud800'\nif s == '\\ud800nccl':\n    pass\n", encoding="utf-8")
+    report = analyze.analyze([str(tmp_path)], sp)
+    assert not report.skipped
+    assert found(report) == [(2, "change", "import", "torch_npu"),
+                             (3, "change", "device_arg", "torch.zeros")]
+
+
 def test_generated_tree_and_speed(sp, tmp_path):
     """A few hundred files: every finding where the generator put it, and
     the scan at 10,000 lines per second or more (CPU time, so that the

@@ -121,97 +121,74 @@ def _template_npu(text, filled):
     return "npu" + text[4:]
 
 
-class _Visitor(ast.NodeVisitor):
-    """One walk over the tree, recording what the scan looks at."""
-
-    def __init__(self, scan):
-        self.s = scan
-
-    def visit_Import(self, node):
-        s = self.s
-        s.imports.append(node)
-        for a in node.names:
-            if a.asname:
-                s.aliases[a.asname] = (a.name, True)
-            else:
-                top = a.name.partition(".")[0]
-                s.aliases[top] = (top, True)
-
-    def visit_ImportFrom(self, node):
-        s = self.s
-        s.imports.append(node)
-        if node.level or not node.module:
-            return
-        for a in node.names:
-            if a.name != "*":
-                local = a.asname or a.name
-                s.aliases[local] = (f"{node.module}.{a.name}", False)
-                s.from_names.add(local)
-
-    def visit_Attribute(self, node):
-        chain = _dotted(node)
-        if chain is None:
-            # The chain starts at an expression (a call, a subscript...).
-            inner = node
-            while isinstance(inner, ast.Attribute):
-                inner = inner.value
-            self.visit(inner)
-            self.s.loose_attrs.append(node)
-            return
-        self.s.chains.append((node,) + chain)
-
-    def visit_Name(self, node):
-        if node.id in self.s.from_names:
-            self.s.names.append(node)
-
-    def visit_Call(self, node):
-        self.s.calls.append(node)
-        self.generic_visit(node)
-
-    def visit_Compare(self, node):
-        self.s.compares.append(node)
-        self.generic_visit(node)
-
-    def visit_MatchValue(self, node):
-        self.s.compares.append(node)
-        self.generic_visit(node)
-
-    def visit_Assign(self, node):
-        self.s.assigns.append(node)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node):
-        if node.value is not None:
-            self.s.assigns.append(node)
-        self.generic_visit(node)
-
-    def visit_FunctionDef(self, node):
-        self.s.functions.append(node)
-        self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Lambda(self, node):
-        self.s.functions.append(node)
-        self.generic_visit(node)
-
-    def visit_Dict(self, node):
-        self.s.dicts.append(node)
-        self.generic_visit(node)
-
-    def visit_Constant(self, node):
-        v = node.value
-        if type(v) is str and len(v) <= 64 and ("cuda" in v or "nccl" in v.lower()):
-            self.s.strings.append(node)
-
-    def visit_JoinedStr(self, node):
-        values = node.values
-        if values and isinstance(values[0], ast.Constant) and \
-                isinstance(values[0].value, str) and values[0].value.startswith("cuda"):
-            self.s.strings.append(node)
-            for v in values:
-                self.s.fstring_parts.add(id(v))
-        self.generic_visit(node)
+def _walk(scan, tree):
+    """One walk over the tree, in source order, recording what the scan
+    looks at.  Iterative: machine-written code nests deeper than Python's
+    recursion allows."""
+    s = scan
+    aliases, from_names = s.aliases, s.from_names
+    record = {ast.Call: s.calls, ast.Compare: s.compares, ast.Assign: s.assigns,
+              ast.FunctionDef: s.functions, ast.AsyncFunctionDef: s.functions,
+              ast.Lambda: s.functions, ast.Dict: s.dicts}
+    if hasattr(ast, "MatchValue"):
+        record[ast.MatchValue] = s.compares
+    children = ast.iter_child_nodes
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is ast.Name:
+            if node.id in from_names:
+                s.names.append(node)
+            continue
+        if t is ast.Constant:
+            v = node.value
+            if type(v) is str and len(v) <= 64 and ("cuda" in v or "nccl" in v.lower()):
+                s.strings.append(node)
+            continue
+        if t is ast.Attribute:
+            chain = _dotted(node)
+            if chain is not None:
+                s.chains.append((node,) + chain)
+                continue
+            # A chain that starts at an expression (a call, a subscript).
+            s.loose_attrs.append(node)
+            while type(node) is ast.Attribute:
+                node = node.value
+            stack.append(node)
+            continue
+        if t is ast.Import:
+            s.imports.append(node)
+            for a in node.names:
+                if a.asname:
+                    aliases[a.asname] = (a.name, True)
+                else:
+                    top = a.name.partition(".")[0]
+                    aliases[top] = (top, True)
+            continue
+        if t is ast.ImportFrom:
+            s.imports.append(node)
+            if not node.level and node.module:
+                for a in node.names:
+                    if a.name != "*":
+                        local = a.asname or a.name
+                        aliases[local] = (f"{node.module}.{a.name}", False)
+                        from_names.add(local)
+            continue
+        if t is ast.AnnAssign:
+            if node.value is not None:
+                s.assigns.append(node)
+        elif t is ast.JoinedStr:
+            values = node.values
+            if values and type(values[0]) is ast.Constant and \
+                    type(values[0].value) is str and values[0].value.startswith("cuda"):
+                s.strings.append(node)
+                s.fstring_parts.update(id(v) for v in values)
+        else:
+            found = record.get(t)
+            if found is not None:
+                found.append(node)
+        stack.extend(reversed(list(children(node))))
 
 
 class Scan:
@@ -235,7 +212,7 @@ class Scan:
         # name bound by an import of a CUDA module, which the import's
         # conversion must keep meaning the same.
         self.alias_uses = {}
-        _Visitor(self).visit(tree)
+        _walk(self, tree)
         self.aliases.setdefault("torch", ("torch", True))
         for node in self.calls:
             self._call(node)

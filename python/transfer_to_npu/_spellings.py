@@ -24,6 +24,7 @@ are judged by the C core's parser (``_C.npu_device_string``,
 
 import ast
 import sys
+import warnings
 
 from . import _C
 
@@ -61,15 +62,18 @@ def table_rows():
     return rows
 
 
+# Device and backend strings are ASCII: any other string is neither (and
+# one holding a lone surrogate could not even be handed to the parser).
+
 def npu_device(text):
     """The NPU spelling of a CUDA device string ('cuda:1' -> 'npu:1'), None
     for any other string; ValueError for a malformed CUDA one."""
-    return _C.npu_device_string(text)
+    return _C.npu_device_string(text) if text.isascii() else None
 
 
 def hccl_backend(text):
     """A process-group backend string with NCCL made HCCL, or None."""
-    return _C.hccl_backend_string(text)
+    return _C.hccl_backend_string(text) if text.isascii() else None
 
 
 def is_path(text):
@@ -91,15 +95,17 @@ def resolve(path):
     if parts[0] not in ("torch", "torch_npu"):
         return None
     obj = sys.modules.get(parts[0])
-    for i, part in enumerate(parts[1:], 2):
-        if obj is None:
-            return None
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            obj = sys.modules.get(".".join(parts[:i]))
-        except Exception:  # a lazy attribute that fails to load names nothing
-            return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.has_cuda and its like warn when read
+        for i, part in enumerate(parts[1:], 2):
+            if obj is None:
+                return None
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                obj = sys.modules.get(".".join(parts[:i]))
+            except Exception:  # a lazy attribute that fails to load names nothing
+                return None
     return obj
 
 

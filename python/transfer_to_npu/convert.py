@@ -206,6 +206,7 @@ def _transformer(cst):
                                if first <= line <= end)
                 comments = [c for line in lines if line in self.comments
                             for c in self.comments.pop(line)]
+                comments = list(dict.fromkeys(comments))  # one of each
                 if comments and hasattr(updated, "leading_lines"):
                     updated = updated.with_changes(leading_lines=list(updated.leading_lines) + [
                         cst.EmptyLine(comment=cst.Comment(COMMENT + c)) for c in comments])

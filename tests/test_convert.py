@@ -191,6 +191,10 @@ def test_where_it_writes(sp, tmp_path):
     with pytest.raises(ValueError, match="not an empty directory: nothing is overwritten"):
         convert.convert(str(tmp_path / "src"), str(tmp_path / "full"), spellings_=sp)
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="--output .* is inside SRC"):
+        convert.convert(str(tmp_path / "src"), str(tmp_path / "dst"),
+                        str(tmp_path / "src" / "reports"), spellings_=sp)
+    assert not (tmp_path / "dst").exists() and os.listdir(tmp_path / "src") == ["a.py"]
     with pytest.raises(ValueError, match="SRC .*nowhere.* does not exist"):
         convert.convert(str(tmp_path / "nowhere"), str(tmp_path / "out"), spellings_=sp)
     proc = run_python(["-m", "transfer_to_npu", "convert", str(tmp_path / "src"),

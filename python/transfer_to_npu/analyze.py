@@ -133,6 +133,9 @@ def main(argv):
     report = analyze(args.paths)
     if runtime is not None:
         report.join_runtime(runtime)
-    written = report.write(args.output) if args.output else ()
+    try:
+        written = report.write(args.output) if args.output else ()
+    except OSError as exc:
+        parser.error(f"--output {args.output!r}: cannot write the reports there ({exc.strerror})")
     report.print_summary(sys.stdout, written)
     return 0

@@ -41,15 +41,23 @@ def _libcst():
     return libcst
 
 
-def check_paths(src, dst):
-    """src and dst as convert takes them, or ValueError naming the one that
-    will not do."""
+def _inside(path, root):
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_paths(src, dst, output=None):
+    """src, dst and the reports' directory as convert takes them, or
+    ValueError naming the one that will not do.  Nothing is written into
+    SRC, nor over anything in DST."""
     if not os.path.exists(src):
         raise ValueError(f"convert: SRC {src!r} does not exist")
-    real_src, real_dst = os.path.realpath(src), os.path.realpath(dst)
-    if real_dst == real_src or real_dst.startswith(real_src.rstrip(os.sep) + os.sep):
+    if _inside(dst, src):
         raise ValueError(f"convert: DST {dst!r} is inside SRC {src!r}: it would be converted "
                          f"into itself")
+    if output is not None and _inside(output, src):
+        raise ValueError(f"convert: --output {output!r} is inside SRC {src!r}: nothing is "
+                         f"written into SRC")
     if os.path.lexists(dst):
         if not os.path.isdir(dst) or os.listdir(dst):
             raise ValueError(f"convert: DST {dst!r} exists and is not an empty directory: "
@@ -315,9 +323,9 @@ def apply(text, findings, tree):
 def convert(src, dst, output=None, spellings_=None, progress=None):
     """Write the migrated copy of src to dst and its reports to output
     (default dst/migration_report); the report."""
-    from .analyze import internal_error, spellings
+    from .analyze import cuda_findings, internal_error, spellings
 
-    check_paths(src, dst)
+    check_paths(src, dst, output)
     output = os.path.join(dst, REPORT_DIR) if output is None else output
     if os.path.isdir(src) and os.path.lexists(os.path.join(src, REPORT_DIR)) and \
             os.path.realpath(output) == os.path.realpath(os.path.join(dst, REPORT_DIR)):
@@ -344,27 +352,26 @@ def convert(src, dst, output=None, spellings_=None, progress=None):
         if entry.kind == "link":
             os.symlink(entry.link, out)
             continue
+        written = False
         if entry.kind == "python":
             try:
-                _convert_file(sp, entry.path, out, report)
+                written = _convert_file(sp, entry.path, out, report)
             except SourceError as exc:
                 report.skip(entry.path, exc)
-                shutil.copy2(entry.path, out)
             except Exception as exc:  # noqa: BLE001 - one file never stops the run
                 report.skip(entry.path, internal_error(exc))
-                shutil.copy2(entry.path, out)
-        else:
-            if entry.kind in ("cuda", "cpp"):
-                from .analyze import cuda_findings
-
-                try:
-                    report.findings.extend(cuda_findings(entry.path,
-                                                         _sources.read_bytes(entry.path),
-                                                         entry.kind))
-                    report.other_files += 1
-                except SourceError as exc:
-                    report.skip(entry.path, exc)
-            shutil.copy2(entry.path, out)
+        elif entry.kind in ("cuda", "cpp"):
+            try:
+                report.findings.extend(cuda_findings(entry.path, _sources.read_bytes(entry.path),
+                                                     entry.kind))
+                report.other_files += 1
+            except SourceError as exc:
+                report.skip(entry.path, exc)
+        if not written:
+            try:
+                shutil.copy2(entry.path, out)  # as it is
+            except OSError as exc:
+                report.skip(entry.path, SourceError(f"not copied ({exc.strerror})"))
         progress.update(f"{report.files} Python files, {report.lines:,} lines, "
                         f"{len(report.findings)} findings")
     progress.done()
@@ -374,6 +381,8 @@ def convert(src, dst, output=None, spellings_=None, progress=None):
 
 
 def _convert_file(sp, path, out, report):
+    """Write the converted copy of one Python file; False when it has
+    nothing to convert (it is then copied as it is)."""
     from .analyze import scan_python
 
     data = _sources.read_bytes(path)
@@ -381,8 +390,7 @@ def _convert_file(sp, path, out, report):
     report.files += 1
     report.lines += lines
     if not findings:
-        shutil.copy2(path, out)
-        return
+        return False
     try:
         new = apply(text, findings, tree)
     except Exception as exc:  # libcst's own errors: the file is copied as it is
@@ -401,6 +409,7 @@ def _convert_file(sp, path, out, report):
         f.write(new.encode(encoding))
     shutil.copymode(path, out)
     report.findings.extend(findings)
+    return True
 
 
 def main(argv):
@@ -416,6 +425,8 @@ def main(argv):
         report = convert(args.src, args.dst, args.output)
     except (ValueError, ImportError) as exc:
         parser.error(str(exc))
+    except OSError as exc:
+        parser.error(f"convert: cannot write {exc.filename!r} ({exc.strerror})")
     output = args.output or os.path.join(args.dst, REPORT_DIR)
     report.print_summary(sys.stdout, [output + os.sep])
     return 0

@@ -224,7 +224,7 @@ def test_cli_writes_the_reports(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # no progress line when stderr is not a terminal
     summary = proc.stdout
-    assert "analyze: 1 Python files (5 lines)" in summary
+    assert "analyze: 1 Python files (4 lines)" in summary
     assert "change_list.csv" in summary and "hand work first" in summary
     path = str(tmp_path / "code" / "train.py")
     with open(out / "change_list.csv", newline="", encoding="utf-8") as f:
@@ -248,7 +248,7 @@ def test_cli_writes_the_reports(tmp_path):
     for name, rows in (("change_list", changes), ("unsupported_api", unsupported),
                        ("cuda_op_list", ops)):
         assert [{k: str(v) for k, v in r.items()} for r in data[name]] == rows
-    assert data["summary"]["lines"] == 5 and data["skipped"] == []
+    assert data["summary"]["lines"] == 4 and data["skipped"] == []
 
 
 def test_cli_bad_arguments(tmp_path):

@@ -37,7 +37,8 @@ def scan_python(spellings, path, data):
     findings = _scan.scan(spellings, text, tree)
     for f in findings:
         f.file = path
-    return findings, text.count("\n") + 1, text, tree
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return findings, lines, text, tree
 
 
 def cuda_findings(path, data, kind):

@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 
 from . import _sources
 from ._scan import CHANGE, UNSUPPORTED, _literal_text
@@ -35,7 +36,12 @@ COMMENT = "# transfer_to_npu: "
 
 def _libcst():
     try:
-        import libcst
+        with warnings.catch_warnings():
+            # libcst 1.0's metadata module warns of its own use of
+            # mypy_extensions when imported: nothing the user can act on.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import libcst
+            import libcst.metadata  # noqa: F401
     except ImportError as exc:
         raise ImportError(f"convert needs libcst (pip install libcst): {exc}") from None
     return libcst

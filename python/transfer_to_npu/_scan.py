@@ -324,78 +324,66 @@ class Scan:
         templates ('cuda:{}'.format(i), f'cuda:{i}', 'cuda:' + str(i)),
         either branch of a conditional, a dict's keys and values
         (map_location)."""
-        t = type(expr)
-        if t is ast.Constant:
-            v = expr.value
-            if type(v) is str:
-                self.handled.add(id(expr))
-                new = _device_or_invalid(v)
-                if new:
-                    out.append(("literal", expr, new))
-                elif new is False:
-                    out.append(("invalid", expr, None))
-        elif t is ast.JoinedStr:
-            self.handled.add(id(expr))
-            values = expr.values
-            if len(values) == 2 and isinstance(values[0], ast.Constant) and \
-                    isinstance(values[0].value, str) and isinstance(values[1], ast.FormattedValue):
-                new = _template_npu(values[0].value, values[0].value + "0")
-                if new:
-                    out.append(("fstring", expr, new))
-        elif t is ast.BinOp:
-            left = expr.left
-            if isinstance(left, ast.Constant) and type(left.value) is str:
-                self.handled.add(id(left))
-                text = left.value
-                if isinstance(expr.op, ast.Add):
-                    new = _template_npu(text, text + "0")
-                elif isinstance(expr.op, ast.Mod) and len(_PERCENT.findall(text)) == 1:
-                    new = _template_npu(text, _PERCENT.sub("0", text))
-                else:
-                    new = None
-                if new:
-                    out.append(("literal", left, new))
-        elif t is ast.Call:
-            f = expr.func
-            if isinstance(f, ast.Attribute) and f.attr == "format" and \
-                    isinstance(f.value, ast.Constant) and type(f.value.value) is str:
-                text = f.value.value
-                self.handled.add(id(f.value))
-                if len(_FIELD.findall(text)) == 1:
-                    new = _template_npu(text, _FIELD.sub("0", text))
+        for e in _alternatives(expr):
+            t = type(e)
+            if t is ast.Constant:
+                if type(e.value) is str:
+                    self.handled.add(id(e))
+                    new = _device_or_invalid(e.value)
                     if new:
-                        out.append(("literal", f.value, new))
-        elif t is ast.IfExp:
-            self._device_values(expr.body, out)
-            self._device_values(expr.orelse, out)
-        elif t is ast.BoolOp:
-            for v in expr.values:
-                self._device_values(v, out)
-        elif t is ast.Dict:
-            for k in expr.keys:
-                if k is not None:
-                    self._device_values(k, out)
-            for v in expr.values:
-                self._device_values(v, out)
-        elif t is ast.Name:
-            self.device_vars.add(expr.id)
+                        out.append(("literal", e, new))
+                    elif new is False:
+                        out.append(("invalid", e, None))
+            elif t is ast.JoinedStr:
+                self.handled.add(id(e))
+                values = e.values
+                if len(values) == 2 and isinstance(values[0], ast.Constant) and \
+                        isinstance(values[0].value, str) and \
+                        isinstance(values[1], ast.FormattedValue):
+                    new = _template_npu(values[0].value, values[0].value + "0")
+                    if new:
+                        out.append(("fstring", e, new))
+            elif t is ast.BinOp:
+                left = e.left
+                if isinstance(left, ast.Constant) and type(left.value) is str:
+                    self.handled.add(id(left))
+                    text = left.value
+                    if isinstance(e.op, ast.Add):
+                        new = _template_npu(text, text + "0")
+                    elif isinstance(e.op, ast.Mod) and len(_PERCENT.findall(text)) == 1:
+                        new = _template_npu(text, _PERCENT.sub("0", text))
+                    else:
+                        new = None
+                    if new:
+                        out.append(("literal", left, new))
+            elif t is ast.Call:
+                f = e.func
+                if isinstance(f, ast.Attribute) and f.attr == "format" and \
+                        isinstance(f.value, ast.Constant) and type(f.value.value) is str:
+                    text = f.value.value
+                    self.handled.add(id(f.value))
+                    if len(_FIELD.findall(text)) == 1:
+                        new = _template_npu(text, _FIELD.sub("0", text))
+                        if new:
+                            out.append(("literal", f.value, new))
+            elif t is ast.Dict:
+                for k in e.keys:
+                    if k is not None:
+                        self._device_values(k, out)
+                for v in e.values:
+                    self._device_values(v, out)
+            elif t is ast.Name:
+                self.device_vars.add(e.id)
 
     def _backend_values(self, expr, out):
-        t = type(expr)
-        if t is ast.Constant:
-            if type(expr.value) is str:
-                self.handled.add(id(expr))
-                new = hccl_backend(expr.value)
+        for e in _alternatives(expr):
+            if type(e) is ast.Constant and type(e.value) is str:
+                self.handled.add(id(e))
+                new = hccl_backend(e.value)
                 if new is not None:
-                    out.append(("literal", expr, new))
-        elif t is ast.IfExp:
-            self._backend_values(expr.body, out)
-            self._backend_values(expr.orelse, out)
-        elif t is ast.BoolOp:
-            for v in expr.values:
-                self._backend_values(v, out)
-        elif t is ast.Name:
-            self.backend_vars.add(expr.id)
+                    out.append(("literal", e, new))
+            elif type(e) is ast.Name:
+                self.backend_vars.add(e.id)
 
     def _value_findings(self, values, context, kind, api, what="device"):
         for op, node, new in values:
@@ -899,6 +887,20 @@ class Scan:
             self.add(UNSUPPORTED, "hand_edit", "backend string", node,
                      "names NCCL outside a backend argument: not rewritten",
                      "write 'hccl' if it names the process-group backend")
+
+
+def _alternatives(expr):
+    """The expressions a value may come from: either branch of a
+    conditional, any operand of ``or`` and ``and``."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is ast.IfExp:
+            stack += (e.orelse, e.body)
+        elif type(e) is ast.BoolOp:
+            stack.extend(reversed(e.values))
+        else:
+            yield e
 
 
 def _target_name(t):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing transfer_to_npu needs, skipping what is
 # already there: Debian packages (check, uthash, pkg-config; valgrind and
-# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build, pytest and
-# safetensors.
+# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build, pytest,
+# safetensors and libcst.
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -29,6 +29,8 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
+# libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
+"$PYTHON" -c "import libcst" >/dev/null 2>&1 || "$PYTHON" -m pip install -q libcst
 # safetensors: the tests load checkpoints with it (a small wheel, no
 # dependencies).
 "$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors

@@ -853,6 +853,47 @@ module_reset_counts(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The device and backend rules of the wrappers, for the static tools
+ * (analyze, convert) that rewrite source code: one parser for both. */
+static PyObject *
+module_npu_device_string(PyObject *module, PyObject *spec)
+{
+    ttn_state *st = ttn_get_state(module);
+    Py_ssize_t len;
+    const char *s;
+    int index;
+
+    if (!PyUnicode_Check(spec))
+        return PyErr_Format(PyExc_TypeError,
+                            "npu_device_string(spec): spec must be a str, got %R", spec);
+    s = PyUnicode_AsUTF8AndSize(spec, &len);
+    if (s == NULL)
+        return NULL;
+    switch (ttn_devspec_parse(s, (size_t)len, &index)) {
+    case TTN_DEV_CUDA:
+        return Py_XNewRef(ttn_npu_string(st, index));
+    case TTN_DEV_INVALID:
+        return PyErr_Format(st->invalid_device_error, "Invalid device string: %R", spec);
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+static PyObject *
+module_hccl_backend_string(PyObject *module, PyObject *spec)
+{
+    PyObject *out = NULL;
+    int r;
+
+    if (!PyUnicode_Check(spec))
+        return PyErr_Format(PyExc_TypeError,
+                            "hccl_backend_string(spec): spec must be a str, got %R", spec);
+    r = ttn_map_backend(ttn_get_state(module), spec, &out);
+    if (r < 0)
+        return NULL;
+    return r == 0 ? Py_NewRef(Py_None) : out;
+}
+
 static PyMethodDef module_methods[] = {
     {"enable", module_enable, METH_VARARGS,
      "enable(rows, resolver=None, builtin_table=None, builtin_pairs=None): install every row "
@@ -870,6 +911,12 @@ static PyMethodDef module_methods[] = {
     {"mappings", module_mappings, METH_NOARGS,
      "mappings() -> list of {source, target, kind, calls, sites} in table order"},
     {"reset_counts", module_reset_counts, METH_NOARGS, NULL},
+    {"npu_device_string", module_npu_device_string, METH_O,
+     "npu_device_string(spec) -> 'npu' or 'npu:N' for a CUDA device string ('cuda', 'cuda:N'), "
+     "None for any other string; InvalidDeviceError for a malformed CUDA one ('cuda:x')"},
+    {"hccl_backend_string", module_hccl_backend_string, METH_O,
+     "hccl_backend_string(spec) -> the backend string with NCCL made HCCL ('nccl' -> 'hccl', "
+     "'cpu:gloo,cuda:nccl' -> 'cpu:gloo,npu:hccl'), None when there is nothing to rewrite"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,6 +3,8 @@
     python -m transfer_to_npu [--log N] [--log-file FILE] [--report FILE] script.py [args...]
     python -m transfer_to_npu [options] -m module [args...]
     python -m transfer_to_npu --list [--torch-npu VERSION]
+    python -m transfer_to_npu analyze PATH... [--output DIR]   (static: see analyze.py)
+    python -m transfer_to_npu convert SRC DST                  (static: see convert.py)
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -127,8 +129,16 @@ def _split(argv):
     return argv, [], []
 
 
+# Subcommands that work on source code, before anything runs.
+_TOOLS = {"analyze": "analyze", "convert": "convert"}
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in _TOOLS:
+        import importlib
+
+        return importlib.import_module(f"{__package__}.{_TOOLS[argv[0]]}").main(argv[1:])
     ours, target, rest = _split(argv)
     parser = _parser()
     opts = parser.parse_args(ours + target)

@@ -115,7 +115,7 @@ def enable():
             backend = backends.installed
             return
         torch = _import_torch()
-        from . import _table, _torch_facts, backends
+        from . import _served, _table, _torch_facts, backends
 
         _visible_devices()
         last = [time.perf_counter()]
@@ -150,6 +150,7 @@ def enable():
         # synchronize` in the user's modules) are migrated too.
         _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
         timed("rebind")
+        _served.install(name)  # torch_npu, flash_attn, xformers, apex
         backend = name
 
 
@@ -158,6 +159,9 @@ def disable():
     The npu device itself stays available."""
     with _lock:
         _C.disable()
+        served = sys.modules.get(f"{__name__}._served")
+        if served is not None:
+            served.remove()
 
 
 def is_enabled():

@@ -12,7 +12,10 @@ Module methods), ``factories`` (device arguments of torch.* functions),
 ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
 ``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
 (nn.DataParallel), ``jit`` (TorchScript, torch.compile), ``lightning`` (its
-CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
+CUDA accelerator), ``accelerate`` (its backend argument), ``served`` (the packages
+served while migrating: torch_npu, flash_attn, xformers, apex),
+``cuda_extensions`` (CUDA C++ extensions refused, their kernels listed),
+``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
 (the user's rules file, TRANSFER_TO_NPU_RULES, read by ``_table`` at every
 start).  The modules load only to derive the table.  Rows are made by
 ``row()`` in ``_row.py``, which documents their fields.
@@ -28,8 +31,9 @@ def derive(torch):
     sources of those of torch's factories (compiled graphs may call their
     wrappers)."""
     from .. import _C
-    from . import (amp, cuda_module, data, distributed, factories, jit, lightning, parallel,
-                   profiler, serialization, storage, tensors, unsupported)
+    from . import (accelerate, amp, cuda_extensions, cuda_module, data, distributed, factories,
+                   jit, lightning, parallel, profiler, serialization, served, storage, tensors,
+                   unsupported)
 
     factory_rows = factories.rows(torch)
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
@@ -38,5 +42,6 @@ def derive(torch):
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
+           + accelerate.rows(torch) + served.rows(torch) + cuda_extensions.rows(torch)
            + unsupported.rows(torch) + factories.device_context_rows(torch))
     return out, {r[0] for r in factory_rows}

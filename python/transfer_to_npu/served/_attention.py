@@ -16,13 +16,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["attend", "band_mask", "math_attention", "on_ascend"]
+from .. import backends
 
-
-def on_ascend():
-    from .. import backends
-
-    return backends.installed == "torch_npu"
+__all__ = ["attend", "band_mask", "math_attention"]
 
 
 def band_mask(seq_q, seq_k, left, right, offset, device):
@@ -81,12 +77,18 @@ def math_attention(q, k, v, scale, keep=None, bias=None, softcap=0.0, dropout_p=
 
 
 def attend(q, k, v, scale=None, keep=None, bias=None, softcap=0.0, dropout_p=0.0,
-           return_lse=False):
+           return_lse=False, causal=False):
     """Attention of (B, H, S, D) tensors: the output (B, Hq, Sq, Dv), and
-    with ``return_lse`` the softmax's log-sum-exp (B, Hq, Sq), float32."""
+    with ``return_lse`` the softmax's log-sum-exp (B, Hq, Sq), float32.
+    ``causal``: query i sees keys 0..i (aligned at the top left), where
+    torch's kernels need no mask."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1))
-    if on_ascend():
+    if causal and (keep is not None or bias is not None or return_lse or softcap
+                   or backends.installed == "torch_npu"):
+        causal_keep = band_mask(q.size(-2), k.size(-2), -1, 0, 0, q.device)
+        keep, causal = causal_keep if keep is None else keep & causal_keep, False
+    if backends.installed == "torch_npu":
         return _npu_attend(q, k, v, scale, keep, bias, softcap, dropout_p, return_lse)
     empty_rows = keep is not None and not bool(keep.any(dim=-1).all())
     if return_lse or softcap or empty_rows:
@@ -98,9 +100,9 @@ def attend(q, k, v, scale=None, keep=None, bias=None, softcap=0.0, dropout_p=0.0
     if bias is not None:
         mask = bias.to(q.dtype) if keep is None else bias.to(q.dtype).masked_fill(
             ~keep, float("-inf"))
-    gqa = q.size(-3) != k.size(-3)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                          scale=scale, enable_gqa=gqa)
+                                          is_causal=causal, scale=scale,
+                                          enable_gqa=q.size(-3) != k.size(-3))
 
 
 def _npu_attend(q, k, v, scale, keep, bias, softcap, dropout_p, return_lse):

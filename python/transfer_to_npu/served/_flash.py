@@ -52,11 +52,14 @@ def _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, 
     left, right = _window(causal, window_size)
     seq_q, seq_k = q.size(1), k.size(1)
     keep = None
-    if left >= 0 or right >= 0:
+    # Causal over equal lengths is torch's own causal attention (aligned at
+    # the top left, as the bottom right is then).
+    plain_causal = left < 0 and right == 0 and seq_q == seq_k
+    if (left >= 0 or right >= 0) and not plain_causal:
         keep = band_mask(seq_q, seq_k, left, right, seq_k - seq_q, q.device)
     result = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale, keep,
                     _alibi(alibi_slopes, seq_q, seq_k, q.device), softcap, dropout_p,
-                    return_lse=return_attn_probs)
+                    return_lse=return_attn_probs, causal=plain_causal)
     if not return_attn_probs:
         return result.transpose(1, 2)
     out, lse = result

@@ -37,13 +37,13 @@ class FusedAdam(torch.optim.Adam):
                 group["adam_w_weight_decay"] = weight_decay
         self.set_grad_none = set_grad_none
 
-    @torch.no_grad()
     def step(self, closure=None):
         if self._decay_here:  # AdamW's decay, before Adam's step (torch < 2.6)
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None and group["adam_w_weight_decay"]:
-                        p.mul_(1 - group["lr"] * group["adam_w_weight_decay"])
+            with torch.no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None and group["adam_w_weight_decay"]:
+                            p.mul_(1 - group["lr"] * group["adam_w_weight_decay"])
         return super().step(closure)
 
     def zero_grad(self, set_to_none=None):

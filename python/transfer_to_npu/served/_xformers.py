@@ -138,15 +138,17 @@ def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=N
                          f"heads, dim) or (batch, seq, dim), got {tuple(query.shape)}, "
                          f"{tuple(key.shape)}, {tuple(value.shape)}")
     seq_q, seq_k = query.size(1), key.size(1)
+    causal = isinstance(attn_bias, LowerTriangularMask)  # torch's causal attention
     if attn_bias is None or isinstance(attn_bias, torch.Tensor):
         keep, bias = None, attn_bias
     elif isinstance(attn_bias, AttentionBias):
-        keep, bias = attn_bias.keep(seq_q, seq_k, query.device), attn_bias.tensor()
+        keep = None if causal else attn_bias.keep(seq_q, seq_k, query.device)
+        bias = attn_bias.tensor()
     else:
         raise TypeError(f"memory_efficient_attention: attn_bias of type "
                         f"{type(attn_bias).__name__} is not supported on the NPU")
     out = attend(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, keep,
-                 bias, 0.0, p).transpose(1, 2)
+                 bias, 0.0, p, causal=causal).transpose(1, 2)
     if three_d:
         out = out.squeeze(2)
     return out if output_dtype is None else out.to(output_dtype)

@@ -340,3 +340,21 @@ def test_served_packages_are_torchs_device(migrated):
         transfer_to_npu.enable()
     import flash_attn  # noqa: F401,F811
     assert npu().type == "npu"
+
+
+def test_installed_apex_served_only_in_place_of_nvidias(tmp_path):
+    """NVIDIA's apex (a package with apex.amp) is served on the NPU; a
+    package of the same name that is another project is left alone."""
+    nvidia, other = tmp_path / "nvidia", tmp_path / "other"
+    (nvidia / "apex" / "amp").mkdir(parents=True)
+    (nvidia / "apex" / "__init__.py").write_text("raise ImportError('needs amp_C')\n")
+    (nvidia / "apex" / "amp" / "__init__.py").write_text("")
+    (other / "apex").mkdir(parents=True)
+    (other / "apex" / "__init__.py").write_text("OTHER = True\n")
+    code = "import transfer_to_npu, apex; print(getattr(apex, 'OTHER', False), apex.__name__)"
+    for path, expected in ((nvidia, ["False", "transfer_to_npu.served.apex"]),
+                           (other, ["True", "apex"])):
+        proc = run_python(["-c", code], env={"PYTHONPATH": str(path),
+                                             "TRANSFER_TO_NPU_BACKEND": "virtual"})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == expected

@@ -15,13 +15,15 @@ any migrated call is.
 
 A real ``torch_npu`` is never shadowed: the name is served only when no
 installed one is found (and on Ascend's backend it is imported already).
-Nor is ``apex`` on Ascend's backend, where Ascend ships a port of it.
+Nor is an installed ``apex`` on Ascend's backend, where Ascend ships a port
+of it, nor one that is not NVIDIA's (PyPI's "apex" is another project).
 A module of a served package that has no counterpart here fails to import,
 naming itself and what to use instead.
 """
 
 import importlib
 import importlib.machinery
+import os
 import sys
 
 # Served name -> the module it is (relative: this package's served/).
@@ -97,10 +99,16 @@ class Finder:
         self.backend = backend
 
     def _yields(self, top):
-        """Whether an installed package of that name is used instead."""
-        if top == "torch_npu" or (top == "apex" and self.backend == "torch_npu"):
-            return importlib.machinery.PathFinder.find_spec(top) is not None
-        return False
+        """Whether an installed package of that name is used instead: any
+        torch_npu; an apex on Ascend's backend (Ascend's port of it), or one
+        that is not NVIDIA's (PyPI's "apex" is another project)."""
+        if top not in ("torch_npu", "apex"):
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(top)
+        if spec is None or top == "torch_npu" or self.backend == "torch_npu":
+            return spec is not None
+        return not any(os.path.isdir(os.path.join(place, "amp"))
+                       for place in spec.submodule_search_locations or ())
 
     def find_spec(self, name, path=None, target=None):
         top = name.partition(".")[0]

@@ -118,7 +118,8 @@ def cuda_extension(original):
 
 
 def rows(torch):
-    target = "refused: its CUDA kernels need an Ascend port (listed in the error and the report)"
+    target = ("CUDA sources refused, their kernels listed as needing an Ascend port "
+              "(C++ alone builds as before)")
     return [row(f"{MODULE}.{name}", target, "function", _C.MODE_REDIRECT, MODULE, name,
                 f"{__name__}:{factory}()", kws=())
             for name, factory in (("load", "load"), ("load_inline", "load_inline"),

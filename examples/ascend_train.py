@@ -63,6 +63,8 @@ def rotary(device):
 
 
 def main(steps=30):
+    torch.npu.set_compile_mode(jit_compile=False)
+    torch.npu.config.allow_internal_format = False
     torch.npu.set_device(0)
     device = torch.device("npu:0")
     torch.manual_seed(0)

@@ -65,6 +65,22 @@ def test_other_torch_npu_modules_are_refused_by_name(migrated):
         torch_npu.npu_ffn
 
 
+def test_ascend_settings_are_accepted_and_checked(migrated):
+    """What Ascend's scripts set at their start: on the virtual NPU, which
+    has no graph compiler and one format, accepted and checked."""
+    import torch_npu
+
+    torch_npu.npu.set_compile_mode(jit_compile=False)
+    torch.npu.config.allow_internal_format = False
+    torch.npu.matmul.allow_hf32 = True
+    assert torch.npu.matmul.allow_hf32 is True and torch.npu.conv.allow_hf32 is True
+    torch.npu.matmul.allow_hf32 = False
+    with pytest.raises(TypeError, match="jit_compile='no' must be a bool"):
+        torch.npu.set_compile_mode(jit_compile="no")
+    with pytest.raises(AttributeError, match="torch.npu.config has no setting 'allow_tf32'"):
+        torch.npu.config.allow_tf32 = True
+
+
 def test_ascend_script_trains_on_the_virtual_npu(tmp_path):
     """examples/ascend_train.py: `import torch_npu`, `.npu()`, torch_npu's
     AMP and fused operators, Ascend's one-liner; run unedited."""

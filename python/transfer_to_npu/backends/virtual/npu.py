@@ -32,6 +32,8 @@ _LAZY = {
     **dict.fromkeys(("BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor",
                      "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"),
                     "typed_tensors"),
+    **dict.fromkeys(("config", "conv", "matmul", "set_compile_mode", "set_option"),
+                    "ascend_settings"),
     "memory": None,  # the module itself, as torch.cuda.memory
     "amp": None,  # torch.npu.amp, as torch_npu's
 }

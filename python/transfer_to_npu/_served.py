@@ -59,10 +59,11 @@ PACKAGES = {
             "torch.optim, torch.nn.LayerNorm/RMSNorm and DistributedDataParallel",
 }
 
-# The CUDA kernels of those packages, which some code imports directly.
+# The CUDA kernels of those packages, which some code imports directly:
+# when none is installed, the import fails saying what to use instead.
 EXTENSIONS = {
     "amp_C": "apex", "apex_C": "apex", "fused_layer_norm_cuda": "apex",
-    "fused_adam_cuda": "apex", "syncbn": "apex", "flash_attn_2_cuda": "flash_attn",
+    "fused_adam_cuda": "apex", "flash_attn_2_cuda": "flash_attn",
 }
 
 _PACKAGE = __name__.rpartition(".")[0]
@@ -112,12 +113,12 @@ class Finder:
 
     def find_spec(self, name, path=None, target=None):
         top = name.partition(".")[0]
-        if top in EXTENSIONS:
+        if top in EXTENSIONS and importlib.machinery.PathFinder.find_spec(top) is None:
             raise ModuleNotFoundError(
                 f"{name} is a CUDA extension of {EXTENSIONS[top]}, with no NPU counterpart: "
                 f"{PACKAGES[EXTENSIONS[top]]}", name=name)
         if top not in PACKAGES:
-            return None
+            return None  # an extension installed, or not a name served
         if name == top:
             if self._yields(top):
                 return None

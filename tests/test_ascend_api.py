@@ -4,8 +4,6 @@ never in place of an installed torch_npu), its fused operators equal
 their reference math forward and backward, and a script written for
 Ascend trains."""
 import json
-import math
-import sys
 import textwrap
 from pathlib import Path
 

@@ -140,8 +140,8 @@ def test_xformers_memory_efficient_attention_equals_reference(migrated):
     _same(out, _reference(*c, None, top_left), n, c)
 
     _, n, c = _inputs(2, 4, 6, 2, 2, 8, seed=1)
-    out = xops.memory_efficient_attention(*n, attn_bias=fmha.attn_bias.LowerTriangularFromBottomRightMask(),
-                                          scale=0.2)
+    bottom_right = fmha.attn_bias.LowerTriangularFromBottomRightMask()
+    out = xops.memory_efficient_attention(*n, attn_bias=bottom_right, scale=0.2)
     _same(out, _reference(*c, 0.2, _band(4, 6, -1, 0)), n, c)
 
     _, n, c = _inputs(1, 5, 5, 2, 2, 4, seed=2)

@@ -47,8 +47,8 @@ def _read(path):
 
 def _site():
     """file:line of the first frame outside torch and this package."""
-    internal = tuple(os.path.dirname(m.__file__) for m in (sys.modules["torch"],
-                                                           sys.modules[__package__.rpartition(".")[0]]))
+    package = sys.modules[__package__.rpartition(".")[0]]
+    internal = tuple(os.path.dirname(m.__file__) for m in (sys.modules["torch"], package))
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(internal):
         frame = frame.f_back

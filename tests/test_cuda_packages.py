@@ -358,3 +358,10 @@ def test_installed_apex_served_only_in_place_of_nvidias(tmp_path):
                                              "TRANSFER_TO_NPU_BACKEND": "virtual"})
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == expected
+
+
+def test_the_finder_knows_every_served_name():
+    """The package's finder loads _served.py for these names only."""
+    from transfer_to_npu import _served
+
+    assert transfer_to_npu._Served.NAMES == set(_served.PACKAGES) | set(_served.EXTENSIONS)

@@ -2,10 +2,12 @@
 virtual NPU presented as Ascend's API), and the CUDA-only packages
 ``flash_attn``, ``xformers`` and ``apex``, installed or not, on the NPU.
 
-One finder, put first on ``sys.meta_path`` by enable() and taken off by
-disable(), which also takes the served names out of ``sys.modules``: with
-migration off, ``import torch_npu`` fails as it did, so that a library
-probing for it does not take every machine for an Ascend one.  Each served
+One finder (the package's ``_Served``, which loads this module when one of
+their names is imported), put first on ``sys.meta_path`` by enable() and
+taken off by disable(), which also takes the served names out of
+``sys.modules`` (``forget()``): with migration off, ``import torch_npu``
+fails as it did, so that a library probing for it does not take every
+machine for an Ascend one.  Each served
 name is a module of this package (``served/``), or torch's own, under a
 second name, as ``torch.npu.amp`` is served (backends/virtual/npu.py).
 Their functions and classes are rows of the mapping table
@@ -92,46 +94,42 @@ class _Alias:
         _served[self.name] = module
 
 
-class Finder:
-    """Serves the names of MODULES; refuses the other modules of their
-    packages with what to use instead."""
+def _yields(top, backend):
+    """Whether an installed package of that name is used instead: any
+    torch_npu; an apex on Ascend's backend (Ascend's port of it), or one
+    that is not NVIDIA's (PyPI's "apex" is another project)."""
+    if top not in ("torch_npu", "apex"):
+        return False
+    spec = importlib.machinery.PathFinder.find_spec(top)
+    if spec is None or top == "torch_npu" or backend == "torch_npu":
+        return spec is not None
+    return not any(os.path.isdir(os.path.join(place, "amp"))
+                   for place in spec.submodule_search_locations or ())
 
-    def __init__(self, backend):
-        self.backend = backend
 
-    def _yields(self, top):
-        """Whether an installed package of that name is used instead: any
-        torch_npu; an apex on Ascend's backend (Ascend's port of it), or one
-        that is not NVIDIA's (PyPI's "apex" is another project)."""
-        if top not in ("torch_npu", "apex"):
-            return False
-        spec = importlib.machinery.PathFinder.find_spec(top)
-        if spec is None or top == "torch_npu" or self.backend == "torch_npu":
-            return spec is not None
-        return not any(os.path.isdir(os.path.join(place, "amp"))
-                       for place in spec.submodule_search_locations or ())
-
-    def find_spec(self, name, path=None, target=None):
-        top = name.partition(".")[0]
-        if top in EXTENSIONS and importlib.machinery.PathFinder.find_spec(top) is None:
-            raise ModuleNotFoundError(
-                f"{name} is a CUDA extension of {EXTENSIONS[top]}, with no NPU counterpart: "
-                f"{PACKAGES[EXTENSIONS[top]]}", name=name)
-        if top not in PACKAGES:
-            return None  # an extension installed, or not a name served
-        if name == top:
-            if self._yields(top):
-                return None
-        elif sys.modules.get(top) is not _served.get(top):
-            return None  # a package of that name that is not ours
-        module_name = MODULES.get(name)
-        if module_name is None and name.startswith("torch_npu.npu."):
-            module_name = "torch.npu." + name[len("torch_npu.npu."):]
-        if module_name is None:
-            raise ModuleNotFoundError(
-                f"{name} has no NPU counterpart under transfer_to_npu: {PACKAGES[top]}",
-                name=name)
-        return importlib.machinery.ModuleSpec(name, _Alias(name, module_name))
+def find_spec(name, backend):
+    """The spec of a served name, None for one not served, or
+    ModuleNotFoundError naming what to use instead."""
+    top = name.partition(".")[0]
+    if top in EXTENSIONS and importlib.machinery.PathFinder.find_spec(top) is None:
+        raise ModuleNotFoundError(
+            f"{name} is a CUDA extension of {EXTENSIONS[top]}, with no NPU counterpart: "
+            f"{PACKAGES[EXTENSIONS[top]]}", name=name)
+    if top not in PACKAGES:
+        return None  # an extension installed
+    if name == top:
+        if _yields(top, backend):
+            return None
+    elif sys.modules.get(top) is not _served.get(top):
+        return None  # a package of that name that is not ours
+    module_name = MODULES.get(name)
+    if module_name is None and name.startswith("torch_npu.npu."):
+        module_name = "torch.npu." + name[len("torch_npu.npu."):]
+    if module_name is None:
+        raise ModuleNotFoundError(
+            f"{name} has no NPU counterpart under transfer_to_npu: {PACKAGES[top]}",
+            name=name)
+    return importlib.machinery.ModuleSpec(name, _Alias(name, module_name))
 
 
 def submodule(package, name):
@@ -145,24 +143,8 @@ def submodule(package, name):
                          f"{PACKAGES[package.partition('.')[0]]}")
 
 
-_finder = None
-
-
-def install(backend):
-    """Serve the packages (enable())."""
-    global _finder
-    if _finder is None or _finder.backend != backend:
-        remove()
-        _finder = Finder(backend)
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
-
-
-def remove():
-    """Stop serving them, and take the names served out of sys.modules
-    (disable())."""
-    while _finder in sys.meta_path:
-        sys.meta_path.remove(_finder)
+def forget():
+    """Take the names served out of sys.modules (disable())."""
     for name, module in list(_served.items()):
         if sys.modules.get(name) is module:
             del sys.modules[name]

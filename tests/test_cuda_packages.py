@@ -4,12 +4,15 @@ FusedAdam and FusedLayerNorm trains, what has no counterpart fails naming
 what to use, and a CUDA C++ extension fails listing its kernels."""
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 
 import transfer_to_npu
 from conftest import calls, npu, run_python
+
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
 
 
 def _reference(q, k, v, scale=None, keep=None, bias=None, softcap=0.0):
@@ -365,3 +368,37 @@ def test_the_finder_knows_every_served_name():
     from transfer_to_npu import _served
 
     assert transfer_to_npu._Served.NAMES == set(_served.PACKAGES) | set(_served.EXTENSIONS)
+
+
+def test_attention_on_torch_npu_calls_npu_fusion_attention():
+    """With Ascend's torch_npu (the test stand-in, whose
+    npu_fusion_attention is the reference math), flash_attn's and xformers'
+    attention are npu_fusion_attention's: its mask (what to drop), its
+    position bias (added before scaling) and its layout, as they give it."""
+    code = textwrap.dedent("""
+        import torch, transfer_to_npu
+        from flash_attn import flash_attn_func
+        import xformers.ops as xops
+        assert transfer_to_npu.backend == "torch_npu"
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 5, 4, 8, generator=g) for _ in range(3))
+        slopes = torch.tensor([0.5, 0.25, 0.125, 0.1])
+        def reference(keep, bias=None):
+            s = (q.transpose(1, 2) @ k.transpose(1, 2).transpose(-2, -1)) * 0.3
+            s = s if bias is None else s + bias
+            s = s.masked_fill(~keep, float("-inf"))
+            return (torch.softmax(s, -1) @ v.transpose(1, 2)).transpose(1, 2)
+        i, j = torch.arange(5).unsqueeze(1), torch.arange(5).unsqueeze(0)
+        out = flash_attn_func(q.npu(), k.npu(), v.npu(), softmax_scale=0.3, causal=True,
+                              window_size=(2, -1), alibi_slopes=slopes.npu())
+        ref = reference((j <= i) & (j >= i - 2), -slopes[:, None, None] * (i - j).abs())
+        torch.testing.assert_close(out.cpu(), ref, atol=1e-5, rtol=1e-5)
+        out = xops.memory_efficient_attention(q.npu(), k.npu(), v.npu(), scale=0.3,
+                                              attn_bias=xops.LowerTriangularMask())
+        torch.testing.assert_close(out.cpu(), reference(j <= i), atol=1e-5, rtol=1e-5)
+        print("ok")
+    """)
+    proc = run_python(["-c", code], env={"PYTHONPATH": str(STAND_INS),
+                                         "TRANSFER_TO_NPU_BACKEND": "torch_npu"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ok"]

@@ -14,4 +14,8 @@ from . import npu, profiler  # noqa: E402
 
 STAND_IN = True
 
+# Ascend's fused attention, as its reference math: what flash_attn and
+# xformers call on torch_npu.
+from transfer_to_npu.served._fused_ops import npu_fusion_attention  # noqa: E402,F401
+
 virtual.install(backend_module=npu)

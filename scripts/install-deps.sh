@@ -29,9 +29,6 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
-# safetensors: the tests load checkpoints with it (a small wheel, no
-# dependencies).
-"$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors
 # transformers, accelerate and peft from PyPI: the tests run Hugging Face's
 # libraries on the NPU (tiny configs made locally, nothing downloaded).  The
 # versions tested; torch held by a constraint, so that pip never replaces it.
@@ -43,3 +40,6 @@ if ! "$PYTHON" -c "import transformers, accelerate, peft" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q -c "$constraints" "${HF_PACKAGES[@]}"
     rm -f "$constraints"
 fi
+# safetensors: the tests load checkpoints with it (a small wheel, no
+# dependencies).
+"$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors

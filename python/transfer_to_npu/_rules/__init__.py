@@ -31,9 +31,8 @@ def derive(torch):
     sources of those of torch's factories (compiled graphs may call their
     wrappers)."""
     from .. import _C
-    from . import (accelerate, amp, cuda_extensions, cuda_module, data, distributed, factories,
-                   jit, lightning, parallel, profiler, serialization, served, storage, tensors,
-                   unsupported)
+    from . import (amp, cuda_module, data, distributed, factories, jit, lightning, parallel,
+                   profiler, serialization, storage, tensors, unsupported)
 
     factory_rows = factories.rows(torch)
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
@@ -42,6 +41,9 @@ def derive(torch):
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
-           + accelerate.rows(torch) + served.rows(torch) + cuda_extensions.rows(torch)
            + unsupported.rows(torch) + factories.device_context_rows(torch))
+    # Libraries' and packages' rows, which wait for their modules' import.
+    from . import accelerate, cuda_extensions, served
+
+    out += accelerate.rows(torch) + served.rows(torch) + cuda_extensions.rows(torch)
     return out, {r[0] for r in factory_rows}

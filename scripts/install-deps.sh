@@ -31,6 +31,17 @@ fi
 "$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
 # libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
 "$PYTHON" -c "import libcst" >/dev/null 2>&1 || "$PYTHON" -m pip install -q libcst
+# transformers, accelerate and peft from PyPI: the tests run Hugging Face's
+# libraries on the NPU (tiny configs made locally, nothing downloaded).  The
+# versions tested; torch held by a constraint, so that pip never replaces it.
+HF_PACKAGES=(transformers==4.57.6 accelerate==1.15.0 peft==0.21.2)
+if ! "$PYTHON" -c "import transformers, accelerate, peft" >/dev/null 2>&1; then
+    echo "install-deps: pip install ${HF_PACKAGES[*]}"
+    constraints=$(mktemp)
+    echo "torch==$TORCH_VERSION" >"$constraints"
+    "$PYTHON" -m pip install -q -c "$constraints" "${HF_PACKAGES[@]}"
+    rm -f "$constraints"
+fi
 # safetensors: the tests load checkpoints with it (a small wheel, no
 # dependencies).
 "$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors

@@ -146,6 +146,10 @@ def report():
         "unsupported": [{"api": m["source"], "count": m["calls"],
                          "sites": [where for where, _ in m["sites"]]}
                         for m in used if m["kind"] == "unsupported"],
+        # CUDA C++ extensions refused, with the kernels that need an Ascend
+        # port (_rules/cuda_extensions.py; loaded only when one was built).
+        "cuda_extensions": list(getattr(sys.modules.get(f"{__package__}._rules.cuda_extensions"),
+                                        "REFUSED", ())),
     }
 
 

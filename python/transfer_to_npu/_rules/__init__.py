@@ -12,7 +12,10 @@ Module methods), ``factories`` (device arguments of torch.* functions),
 ``amp``, ``storage``, ``serialization`` (torch.load, CUDA checkpoints),
 ``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
 (nn.DataParallel), ``jit`` (TorchScript, torch.compile), ``lightning`` (its
-CUDA accelerator), ``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
+CUDA accelerator), ``accelerate`` (its backend argument), ``served`` (the packages
+served while migrating: torch_npu, flash_attn, xformers, apex),
+``cuda_extensions`` (CUDA C++ extensions refused, their kernels listed),
+``unsupported`` (CUDA APIs with no NPU counterpart), ``user``
 (the user's rules file, TRANSFER_TO_NPU_RULES, read by ``_table`` at every
 start).  The modules load only to derive the table.  Rows are made by
 ``row()`` in ``_row.py``, which documents their fields.
@@ -48,6 +51,10 @@ def derive(torch, npu=None, torch_npu=None):
            + data.rows(torch) + profiler.rows(torch, torch_npu) + distributed.rows(torch)
            + parallel.rows(torch) + jit.rows(torch) + lightning.rows(torch)
            + unsupported.rows(torch, npu) + factories.device_context_rows(torch))
+    # Libraries' and packages' rows, which wait for their modules' import.
+    from . import accelerate, cuda_extensions, served
+
+    out += accelerate.rows(torch) + served.rows(torch) + cuda_extensions.rows(torch)
     return out, {r[0] for r in factory_rows}
 
 

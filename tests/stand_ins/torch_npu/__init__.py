@@ -34,3 +34,7 @@ else:
     from . import _bare
 
     _bare.install(npu)
+
+# Ascend's fused attention, as its reference math: what flash_attn and
+# xformers call on torch_npu.
+from transfer_to_npu.served._fused_ops import npu_fusion_attention  # noqa: E402,F401

@@ -162,6 +162,7 @@ from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # 
                      reset_peak_memory_stats)
 from .streams import (Event, Stream, StreamContext, current_stream,  # noqa: E402
                       default_stream, set_stream, stream)
+from .ascend_settings import config, conv, matmul, set_compile_mode, set_option  # noqa: E402
 from .typed_tensors import (BFloat16Tensor, BoolTensor, ByteTensor,  # noqa: E402
                             CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
                             LongTensor, ShortTensor)

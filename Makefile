@@ -3,11 +3,11 @@
 PYTHON ?= python3
 CC ?= gcc
 CHECK_FLAGS := $(shell pkg-config --cflags --libs check 2>/dev/null)
-PURE_C := src/devspec.c src/table.c src/ptrmap.c src/json.c src/rules.c
+PURE_C := $(wildcard src/pure/*.c)
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
-.PHONY: all deps tools build check pytest test bench demo sanitize fuzz valgrind clean
+.PHONY: all deps tools build wheel check pytest test test-torch bench demo sanitize fuzz valgrind clean
 
 all: build
 
@@ -24,6 +24,12 @@ build: deps
 	@rm -rf $(BUILD)/lib.* # no stale modules in the wheel
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
 
+# A wheel of the package (the extension compiled), which installs without a
+# compiler: dist/transfer_to_npu-*.whl.
+wheel: deps
+	@rm -rf $(BUILD)/lib.*
+	$(PYTHON) -m pip wheel -q --no-build-isolation --no-deps -w dist .
+
 # Unit tests of the pure-C parts (device strings, backend strings, table).
 $(BUILD)/check_runner: $(C_TESTS) $(PURE_C) $(wildcard include/ttn/*.h) tests/c/suites.h | deps
 	@mkdir -p $(BUILD)
@@ -37,6 +43,22 @@ pytest: build
 	$(PYTHON) -m pytest -q tests
 
 test: check pytest
+
+# The patcher with torch_npu as backend (a stand-in without kernels) on
+# each torch line of TORCH_VERSIONS, in a venv per line
+# ($(TORCH_VENV_PREFIX)<line>, made by scripts/torch-venv.sh: PyPI's CUDA
+# build of the torch that torch_npu's release for the line requires).
+TORCH_VERSIONS ?= 2.1 2.6 2.14
+TORCH_VENV_PREFIX ?= $(BUILD)/venv-torch-
+test-torch: deps
+	@for line in $(TORCH_VERSIONS); do \
+		venv=$(TORCH_VENV_PREFIX)$$line; \
+		./scripts/torch-venv.sh $$line $$venv && \
+		$(MAKE) --no-print-directory build PYTHON=$$venv/bin/python && \
+		echo "test-torch: torch $$line" && \
+		$$venv/bin/python -m pytest -q --noconftest -p no:cacheprovider \
+			tests/test_torch_lines.py || exit 1; \
+	done
 
 bench: build
 	$(PYTHON) bench/run.py
@@ -60,8 +82,9 @@ sanitize: deps
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	PYTHONPATH=$(CURDIR)/$(SAN)/lib $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
-# libFuzzer on the pure-C parsers: device/backend strings and the rules
-# file, FUZZ_SECONDS each (default 300: ten minutes in all).
+# libFuzzer on the pure-C parsers (device/backend strings, the rules file),
+# and atheris on the C core's device arguments (nested and self-holding
+# containers among them), FUZZ_SECONDS each (default 300: 15 minutes).
 FUZZ_SECONDS ?= 300
 FUZZ := $(BUILD)/fuzz
 fuzz: tools
@@ -69,13 +92,18 @@ fuzz: tools
 	cp tests/fuzz/corpus/devspec/* $(FUZZ)/corpus-devspec/
 	cp tests/fuzz/corpus/rules/* $(FUZZ)/corpus-rules/
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
-		tests/fuzz/fuzz_devspec.c src/devspec.c -o $(FUZZ)/fuzz_devspec
+		tests/fuzz/fuzz_devspec.c src/pure/devspec.c -o $(FUZZ)/fuzz_devspec
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iinclude \
-		tests/fuzz/fuzz_rules.c src/rules.c src/json.c -o $(FUZZ)/fuzz_rules
+		tests/fuzz/fuzz_rules.c src/pure/rules.c src/pure/json.c -o $(FUZZ)/fuzz_rules
 	$(FUZZ)/fuzz_devspec -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ)/ \
 		$(FUZZ)/corpus-devspec
 	$(FUZZ)/fuzz_rules -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/rules.dict \
 		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-rules
+	$(PYTHON) -c "import atheris" 2>/dev/null || $(PYTHON) -m pip install -q atheris
+	$(MAKE) --no-print-directory build
+	@mkdir -p $(FUZZ)/corpus-devargs
+	$(PYTHON) tests/fuzz/fuzz_devargs.py -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-devargs
 
 # The check suites under valgrind: no invalid access, no leak.
 valgrind: $(BUILD)/check_runner tools

@@ -4,40 +4,27 @@ Environment switches:
   TTN_SANITIZE=1   build with AddressSanitizer and UndefinedBehaviorSanitizer
   TTN_DEBUG=1      build without optimisation, with assertions
 """
+import glob
 import os
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
-SOURCES = [
-    "src/module.c",
-    "src/wrapper.c",
-    "src/devargs.c",
-    "src/device_ctor.c",
-    "src/class_ctor.c",
-    "src/patch.c",
-    "src/host_alias.c",
-    "src/npu_method.c",
-    "src/lazy.c",
-    "src/stamp.c",
-    "src/host_call.c",
-    "src/log.c",
-    "src/environ.c",
-    "src/import_hook.c",
-    "src/rules_glue.c",
-    # pure C, shared with the check unit tests
-    "src/devspec.c",
-    "src/table.c",
-    "src/ptrmap.c",
-    "src/json.c",
-    "src/rules.c",
-]
+# The extension's module and state, then a folder per part: the patcher,
+# the virtual NPU, and the pure-C parts (no Python.h; unit tested with
+# check, headers in include/ttn).
+SOURCES = ["src/module.c"] + sorted(
+    glob.glob("src/patcher/*.c") + glob.glob("src/virtual/*.c") + glob.glob("src/pure/*.c"))
 
 # Hidden visibility: the extension exports PyInit__C alone, and its own
 # functions call each other directly, never through the dynamic linker.
+# A function used without its declaration is an error: each part sees the
+# other's only through src/state.h.
 extra_compile_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
-                      "-Wno-unused-parameter", "-Wno-cast-function-type", "-fvisibility=hidden"]
+                      "-Wno-unused-parameter", "-Wno-cast-function-type", "-fvisibility=hidden",
+                      "-Werror=implicit-function-declaration"]
 extra_link_args = []
 undef_macros = []
 if os.environ.get("TTN_DEBUG"):
@@ -51,6 +38,25 @@ if os.environ.get("TTN_SANITIZE"):
 if sys.platform == "win32":
     extra_compile_args = []
 
+# Headers the build needs from the system, and the package that has each.
+SYSTEM_HEADERS = {"uthash.h": ("uthash-dev", "uthash-devel")}
+
+
+class build_ext_checked(build_ext):
+    """Say which package to install when a system header is missing, once,
+    before the compiler says it for every file."""
+
+    def run(self):
+        dirs = ["/usr/include", "/usr/local/include", sys.prefix + "/include"]
+        for var in ("CPATH", "C_INCLUDE_PATH"):
+            dirs += [d for d in os.environ.get(var, "").split(os.pathsep) if d]
+        for header, (deb, rpm) in SYSTEM_HEADERS.items():
+            if not any(os.path.exists(os.path.join(d, header)) for d in dirs):
+                sys.exit(f"transfer_to_npu: the C header {header} is missing; install it:\n"
+                         f"  Debian/Ubuntu:              apt-get install {deb}\n"
+                         f"  openEuler/EulerOS/CentOS:   yum install {rpm}\n"
+                         f"(or put its directory in CPATH)")
+        super().run()
 
 
 class build_py_with_pth(build_py):
@@ -68,14 +74,13 @@ class build_py_with_pth(build_py):
 
 
 setup(
-    cmdclass={"build_py": build_py_with_pth},
+    cmdclass={"build_py": build_py_with_pth, "build_ext": build_ext_checked},
     ext_modules=[
         Extension(
             "transfer_to_npu._C",
             sources=SOURCES,
             include_dirs=["include", "src"],
-            depends=[os.path.join("include", "ttn", h) for h in os.listdir("include/ttn")]
-            + ["src/state.h"],
+            depends=glob.glob("include/ttn/*.h") + glob.glob("src/**/*.h", recursive=True),
             extra_compile_args=extra_compile_args,
             extra_link_args=extra_link_args,
             undef_macros=undef_macros,

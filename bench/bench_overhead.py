@@ -75,17 +75,28 @@ def child():
                       "backend": transfer_to_npu.backend}))
 
 
+def children(script, processes):
+    """What each of ``processes`` runs of ``script --child`` printed last (as
+    JSON), or None when one failed (its error printed)."""
+    found = []
+    for _ in range(processes):
+        proc = subprocess.run([sys.executable, script, "--child"], capture_output=True,
+                              text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:])
+            return None
+        found.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return found
+
+
 def main():
     from cases import CASES
 
     rounds = [[] for _ in CASES]
-    for _ in range(PROCESSES):
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stderr[-3000:])
-            return 1
-        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = children(os.path.abspath(__file__), PROCESSES)
+    if results is None:
+        return 1
+    for found in results:
         for mine, theirs in zip(rounds, found["rounds"]):
             mine.extend(theirs)
     print(f"{'API (CUDA spelling)':<36} {'path':<13} {'migrated':>10} {'npu, off':>10} "

@@ -29,11 +29,21 @@ CASES = [
     ("torch.device('npu', 0)", "pass-through", "torch.device('npu', 0)",
      "torch.device('npu', 0)"),
     ("model.to('cuda')", "rewrite", "model.to('cuda')", "model.to('npu')"),
+    # A served package's function through its row, against its
+    # implementation called directly: one that computes nothing, so that
+    # what the row adds is all there is to see.
+    ("torch_npu.npu_format_cast(x, 2)", "rewrite", "torch_npu.npu_format_cast(x, 2)",
+     "fused_ops.npu_format_cast(x, 2)"),
 ]
 
 
 def environment(torch):
     """The names the statements use (made with migration on)."""
-    return {"torch": torch, "x": torch.ones(4).to("cuda"),
+    import torch_npu  # served while migrating on the virtual NPU
+
+    from transfer_to_npu.served import _fused_ops
+
+    return {"torch": torch, "torch_npu": torch_npu, "fused_ops": _fused_ops,
+            "x": torch.ones(4).to("cuda"),
             "model": torch.nn.Linear(2, 2).to("cuda"),
             "cuda_dev": torch.device("cuda:0"), "npu_dev": torch.device("npu:0")}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing transfer_to_npu needs, skipping what is
 # already there: Debian packages (check, uthash, pkg-config; valgrind and
-# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build, pytest and
-# safetensors.
+# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build, pytest,
+# safetensors and libcst.
 set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
@@ -29,19 +29,29 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
+# libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
+"$PYTHON" -c "import libcst" >/dev/null 2>&1 || "$PYTHON" -m pip install -q libcst
+# transformers, accelerate and peft from PyPI: the tests run Hugging Face's
+# libraries on the NPU (tiny configs made locally, nothing downloaded).  The
+# versions tested; torch held by a constraint, so that pip never replaces it.
+HF_PACKAGES=(transformers==4.57.6 accelerate==1.15.0 peft==0.21.2)
+if ! "$PYTHON" -c "import transformers, accelerate, peft" >/dev/null 2>&1; then
+    echo "install-deps: pip install ${HF_PACKAGES[*]}"
+    constraints=$(mktemp)
+    echo "torch==$TORCH_VERSION" >"$constraints"
+    "$PYTHON" -m pip install -q -c "$constraints" "${HF_PACKAGES[@]}"
+    rm -f "$constraints"
+fi
 # safetensors: the tests load checkpoints with it (a small wheel, no
 # dependencies).
 "$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors
 
-# The libraries whose own checks the tests run (transformers'
-# TrainingArguments, Lightning's and accelerate's launchers; tiny configs,
-# no downloads), pinned, with torch held at the version above: left free,
-# pip would replace it with a CUDA build.
-LIBRARIES=(transformers==4.57.6 accelerate==1.15.0 lightning==2.6.6)
-if ! "$PYTHON" -c "import transformers, accelerate, lightning" >/dev/null 2>&1; then
-    echo "install-deps: pip install ${LIBRARIES[*]}"
+# lightning from PyPI: the tests run its launcher (Trainer(devices=2)) on the
+# NPU; torch held as above.
+if ! "$PYTHON" -c "import lightning" >/dev/null 2>&1; then
+    echo "install-deps: pip install lightning==2.6.6"
     constraints=$(mktemp)
-    echo "torch==$TORCH_VERSION" > "$constraints"
-    "$PYTHON" -m pip install -q -c "$constraints" "${LIBRARIES[@]}"
+    echo "torch==$TORCH_VERSION" >"$constraints"
+    "$PYTHON" -m pip install -q -c "$constraints" lightning==2.6.6
     rm -f "$constraints"
 fi

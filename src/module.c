@@ -1,6 +1,8 @@
 /* transfer_to_npu._C: module definition (PEP 489 multi-phase init), the
  * enable/disable entry points and the table's Python view. */
 #include "state.h"
+#include "patcher/patcher.h"
+#include "virtual/virtual.h"
 
 #include <structmember.h>
 
@@ -193,6 +195,49 @@ row_flag(PyObject *row, Py_ssize_t i)
  * where kws names the keyword arguments that take a device, device_objects
  * says that torch parses them as a torch.device, and current_index that an
  * index-less device gets the current device's index (see _row.py). */
+/* TorchScript knows torch's builtins by identity (torch.jit._builtins: a
+ * dict from id() to the op's name, and a list that keeps them alive): a
+ * wrapper of one is entered there as the op its original is, before it is
+ * put in place, so that code compiled meanwhile (another thread's import of
+ * torch.distributed.optim) never meets a wrapper TorchScript does not know.
+ * The list keeps the wrapper alive, so that its id stays its own. */
+static int
+alias_builtin(ttn_state *st, PyObject *original, PyObject *wrapper)
+{
+    PyObject *key = NULL, *own = NULL, *value, *pair = NULL;
+    int rc = -1, has;
+
+    if (st->builtin_table == NULL)
+        return 0;
+    key = PyLong_FromVoidPtr(original);
+    if (key == NULL)
+        goto exit;
+    value = PyDict_GetItemWithError(st->builtin_table, key);
+    if (value == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto exit;
+    }
+    Py_INCREF(value); /* the dict may change below */
+    own = PyLong_FromVoidPtr(wrapper);
+    has = own == NULL ? -1 : PyDict_Contains(st->builtin_table, own);
+    if (has == 0) {
+        pair = PyTuple_Pack(2, wrapper, value);
+        if (pair == NULL || PyList_Append(st->builtin_pairs, pair) < 0 ||
+            PyDict_SetItem(st->builtin_table, own, value) < 0)
+            has = -1;
+    }
+    Py_DECREF(value);
+    rc = has < 0 ? -1 : 0;
+
+exit:
+    Py_XDECREF(key);
+    Py_XDECREF(own);
+    Py_XDECREF(pair);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+
 static int
 install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo)
 {
@@ -389,6 +434,8 @@ install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo
     /* Callables only: a replaced value (a default, an enum member) may be
      * shared by unrelated names, which rebinding must not touch. */
     if (mode != TTN_MODE_REPLACE && mode != TTN_MODE_ATTRIBUTE) {
+        if (alias_builtin(st, inner, replacement) < 0)
+            goto exit;
         if (ttn_ptrmap_put(&st->replacements, original, replacement) < 0) {
             PyErr_NoMemory();
             goto exit;
@@ -509,10 +556,16 @@ module_enable(PyObject *module, PyObject *args)
 {
     ttn_state *st = ttn_get_state(module);
     PyObject *rows, *resolver = Py_None, *seq = NULL, *result = NULL;
+    PyObject *builtin_table = NULL, *builtin_pairs = NULL;
     ttn_owner_memo memo = {NULL, NULL};
 
-    if (!PyArg_ParseTuple(args, "O|O:enable", &rows, &resolver))
+    if (!PyArg_ParseTuple(args, "O|OO!O!:enable", &rows, &resolver, &PyDict_Type,
+                          &builtin_table, &PyList_Type, &builtin_pairs))
         return NULL;
+    if ((builtin_table == NULL) != (builtin_pairs == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "enable(): give both the builtin table and its pairs");
+        return NULL;
+    }
     if (refuse_while_installing(st, "enable") < 0)
         return NULL;
     if (st->enabled)
@@ -522,6 +575,8 @@ module_enable(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_XSETREF(st->resolver, resolver == Py_None ? NULL : Py_NewRef(resolver));
+    Py_XSETREF(st->builtin_table, Py_XNewRef(builtin_table));
+    Py_XSETREF(st->builtin_pairs, Py_XNewRef(builtin_pairs));
     seq = PySequence_Tuple(rows);
     if (seq == NULL)
         goto exit;
@@ -775,71 +830,6 @@ module_installed(PyObject *module, PyObject *unused)
     return list;
 }
 
-/* alias_installed(table, pairs): for each installed wrapper whose
- * original's id() is a key of `table`, the wrapper's id() gets the same
- * value, and (wrapper, value) is appended to `pairs`, which keeps the
- * wrapper alive so that its id stays its own.  TorchScript knows torch's
- * builtins this way (torch.jit._builtins); a loop in Python over every
- * wrapper cost the import a tenth of a millisecond. */
-static PyObject *
-module_alias_installed(PyObject *module, PyObject *args)
-{
-    ttn_state *st = ttn_get_state(module);
-    PyObject *table, *pairs, *wrappers = NULL, *key = NULL, *own = NULL, *pair = NULL;
-    PyObject *result = NULL;
-    Py_ssize_t added = 0, i;
-
-    if (!PyArg_ParseTuple(args, "O!O!:alias_installed", &PyDict_Type, &table, &PyList_Type,
-                          &pairs))
-        goto exit;
-    /* A list of its own: the dict look-ups below may run code (a key's
-     * __eq__, a collection's finalisers) that disables. */
-    wrappers = module_installed(module, NULL);
-    if (wrappers == NULL)
-        goto exit;
-    for (i = 0; i < PyList_GET_SIZE(wrappers); i++) {
-        PyObject *wrapper = PyList_GET_ITEM(wrappers, i), *value;
-        int has;
-
-        if (ttn_unwrap(st, wrapper) == wrapper)
-            continue; /* not a wrapper */
-        key = PyLong_FromVoidPtr(ttn_unwrap(st, wrapper));
-        if (key == NULL)
-            goto exit;
-        value = PyDict_GetItemWithError(table, key);
-        Py_CLEAR(key);
-        if (value == NULL) {
-            if (PyErr_Occurred())
-                goto exit;
-            continue;
-        }
-        Py_INCREF(value); /* the dict may change below */
-        own = PyLong_FromVoidPtr(wrapper);
-        has = own == NULL ? -1 : PyDict_Contains(table, own);
-        if (has == 0) {
-            pair = PyTuple_Pack(2, wrapper, value);
-            if (pair == NULL || PyList_Append(pairs, pair) < 0 ||
-                PyDict_SetItem(table, own, value) < 0)
-                has = -1;
-            else
-                added++;
-            Py_CLEAR(pair);
-        }
-        Py_DECREF(value);
-        Py_CLEAR(own);
-        if (has < 0)
-            goto exit;
-    }
-    result = PyLong_FromSsize_t(added);
-
-exit:
-    Py_XDECREF(wrappers);
-    Py_XDECREF(key);
-    Py_XDECREF(own);
-    Py_XDECREF(pair);
-    return result;
-}
-
 static PyObject *
 module_is_enabled(PyObject *module, PyObject *unused)
 {
@@ -910,15 +900,54 @@ module_reset_counts(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The device and backend rules of the wrappers, for the static tools
+ * (analyze, convert) that rewrite source code: one parser for both. */
+static PyObject *
+module_npu_device_string(PyObject *module, PyObject *spec)
+{
+    ttn_state *st = ttn_get_state(module);
+    Py_ssize_t len;
+    const char *s;
+    int index;
+
+    if (!PyUnicode_Check(spec))
+        return PyErr_Format(PyExc_TypeError,
+                            "npu_device_string(spec): spec must be a str, got %R", spec);
+    s = PyUnicode_AsUTF8AndSize(spec, &len);
+    if (s == NULL)
+        return NULL;
+    switch (ttn_devspec_parse(s, (size_t)len, &index)) {
+    case TTN_DEV_CUDA:
+        return Py_XNewRef(ttn_npu_string(st, index));
+    case TTN_DEV_INVALID:
+        return PyErr_Format(st->invalid_device_error, "Invalid device string: %R", spec);
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+static PyObject *
+module_hccl_backend_string(PyObject *module, PyObject *spec)
+{
+    PyObject *out = NULL;
+    int r;
+
+    if (!PyUnicode_Check(spec))
+        return PyErr_Format(PyExc_TypeError,
+                            "hccl_backend_string(spec): spec must be a str, got %R", spec);
+    r = ttn_map_backend(ttn_get_state(module), spec, &out);
+    if (r < 0)
+        return NULL;
+    return r == 0 ? Py_NewRef(Py_None) : out;
+}
+
 static PyMethodDef module_methods[] = {
     {"enable", module_enable, METH_VARARGS,
-     "enable(rows, resolver=None): install every row of the mapping table (all or nothing); "
-     "resolver(ref, original) finds what a row names by reference (see _row.py)"},
+     "enable(rows, resolver=None, builtin_table=None, builtin_pairs=None): install every row "
+     "of the mapping table (all or nothing); resolver(ref, original) finds what a row names by "
+     "reference (see _row.py); wrappers of TorchScript's builtins are entered in its table"},
     {"installed", module_installed, METH_NOARGS,
      "installed() -> list of the wrappers installed"},
-    {"alias_installed", module_alias_installed, METH_VARARGS,
-     "alias_installed(table, pairs) -> n: give each installed wrapper the value its "
-     "original's id() has in table, under its own id(), and append (wrapper, value) to pairs"},
     {"disable", module_disable, METH_NOARGS, "disable(): put every original object back"},
     {"carry", module_carry, METH_O,
      "carry(rows): before enable(), install the rows of environment variables (MODE_ENVIRON); "
@@ -932,6 +961,12 @@ static PyMethodDef module_methods[] = {
     {"mappings", module_mappings, METH_NOARGS,
      "mappings() -> list of {source, target, kind, calls, sites} in table order"},
     {"reset_counts", module_reset_counts, METH_NOARGS, NULL},
+    {"npu_device_string", module_npu_device_string, METH_O,
+     "npu_device_string(spec) -> 'npu' or 'npu:N' for a CUDA device string ('cuda', 'cuda:N'), "
+     "None for any other string; InvalidDeviceError for a malformed CUDA one ('cuda:x')"},
+    {"hccl_backend_string", module_hccl_backend_string, METH_O,
+     "hccl_backend_string(spec) -> the backend string with NCCL made HCCL ('nccl' -> 'hccl', "
+     "'cpu:gloo,cuda:nccl' -> 'cpu:gloo,npu:hccl'), None when there is nothing to rewrite"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1017,10 +1052,10 @@ module_exec(PyObject *module)
     st->import_hook_type = add_type(module, &ttn_import_hook_spec, NULL);
     st->post_import_type = add_type(module, &ttn_post_import_spec, NULL);
     st->npu_method_type = add_type(module, &ttn_npu_method_spec, NULL);
-    st->lazy_type = add_type(module, &ttn_lazy_spec, NULL);
+    st->constant_type = add_type(module, &ttn_constant_spec, NULL);
     if (st->function_type == NULL || st->method_type == NULL || st->attribute_type == NULL ||
         st->import_hook_type == NULL || st->post_import_type == NULL ||
-        st->npu_method_type == NULL || st->lazy_type == NULL)
+        st->npu_method_type == NULL || st->constant_type == NULL)
         goto exit;
     /* Both: torch raises RuntimeError for a bad device string, and users
      * of a parser expect ValueError. */
@@ -1041,8 +1076,7 @@ module_exec(PyObject *module)
         PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_rules_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_npu_method_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_lazy_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_stamp_methods) < 0)
+        PyModule_AddFunctions(module, ttn_callbacks_methods) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||
@@ -1078,10 +1112,12 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->import_hook_type);
     Py_VISIT(st->post_import_type);
     Py_VISIT(st->npu_method_type);
-    Py_VISIT(st->lazy_type);
+    Py_VISIT(st->constant_type);
     Py_VISIT(st->import_hook);
     Py_VISIT(st->deferred);
     Py_VISIT(st->resolver);
+    Py_VISIT(st->builtin_table);
+    Py_VISIT(st->builtin_pairs);
     Py_VISIT(st->invalid_device_error);
     Py_VISIT(st->internal_prefixes);
     for (i = 0; i < TTN_SITE_CACHE; i++)
@@ -1116,6 +1152,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->classify);
     Py_VISIT(st->retry);
     Py_VISIT(st->complete);
+    Py_VISIT(st->recount);
     Py_VISIT(st->pin_made);
     Py_VISIT(st->pinned);
     return 0;
@@ -1133,10 +1170,12 @@ module_clear(PyObject *module)
     Py_CLEAR(st->import_hook_type);
     Py_CLEAR(st->post_import_type);
     Py_CLEAR(st->npu_method_type);
-    Py_CLEAR(st->lazy_type);
+    Py_CLEAR(st->constant_type);
     Py_CLEAR(st->import_hook);
     Py_CLEAR(st->deferred);
     Py_CLEAR(st->resolver);
+    Py_CLEAR(st->builtin_table);
+    Py_CLEAR(st->builtin_pairs);
     Py_CLEAR(st->invalid_device_error);
     Py_CLEAR(st->str_device);
     Py_CLEAR(st->str_backend);
@@ -1174,6 +1213,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->classify);
     Py_CLEAR(st->retry);
     Py_CLEAR(st->complete);
+    Py_CLEAR(st->recount);
     Py_CLEAR(st->pin_made);
     Py_CLEAR(st->pinned);
     return 0;

@@ -101,3 +101,43 @@ def test_children_are_migrated(tmp_path):
     proc = run_python(["-m", "transfer_to_npu", str(script)])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "npu:0"
+
+
+PROBE = "import sys\nprint(repr((__file__, sys.argv)))\n"
+
+
+def _as_python_and_as_ours(args, cwd):
+    """What `python args` and `python -m transfer_to_npu args` print."""
+    plain = run_python(list(args), cwd=cwd)
+    ours = run_python(["-m", "transfer_to_npu", *args], cwd=cwd)
+    assert plain.returncode == 0 and ours.returncode == 0, (plain.stderr, ours.stderr)
+    return plain.stdout.strip().splitlines()[-1], ours.stdout.strip().splitlines()[-1]
+
+
+def test_every_argument_after_the_script_is_the_scripts_even_ours(tmp_path):
+    """Relative path in, absolute __file__ out, argv as given, and the
+    script's options named like ours (--log, -m) left to it."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    plain, ours = _as_python_and_as_ours(["probe.py", "--log", "2", "-m", "x", "--list"],
+                                         tmp_path)
+    assert ours == plain
+    assert eval(ours)[0] == str(tmp_path / "probe.py")
+
+
+def test_every_argument_after_the_module_is_the_modules(tmp_path):
+    (tmp_path / "probe_mod.py").write_text(PROBE)
+    plain, ours = _as_python_and_as_ours(["-m", "probe_mod", "--log", "2", "--flag", "x"],
+                                         tmp_path)
+    assert ours == plain
+
+
+def test_a_launcher_module_gets_its_options(tmp_path):
+    """python -m transfer_to_npu -m torch.distributed.run --nproc-per-node 1
+    train.py: the launcher's options are the launcher's."""
+    (tmp_path / "train.py").write_text(
+        "import sys, torch\nprint('worker', sys.argv[1:], torch.ones(1).cuda().device)\n")
+    proc = run_python(["-m", "transfer_to_npu", "--log", "0", "-m", "torch.distributed.run",
+                       "--nproc-per-node", "1", "--standalone", "train.py", "--lr", "3"],
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "worker ['--lr', '3'] npu:0" in proc.stdout

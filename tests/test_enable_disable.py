@@ -122,3 +122,83 @@ def test_backend_can_be_forced(tmp_path):
     proc = run_python(["-c", "import transfer_to_npu"],
                       env={"TRANSFER_TO_NPU_BACKEND": "torch_npu"})
     assert proc.returncode != 0 and "torch_npu cannot be imported" in proc.stderr
+
+
+# --- all or nothing -----------------------------------------------------------
+
+REFUSER = """
+import sys, types
+from torch.cuda import synchronize
+class Refusing(types.ModuleType):
+    def __setattr__(self, name, value):
+        raise {error}(f"{{name}} is read-only")
+sys.modules[__name__].__class__ = Refusing
+"""
+
+PROBE_STATE = """
+import torch
+original = [torch.cuda.synchronize]  # in a list: not a name that migration rebinds
+try:
+    import transfer_to_npu
+    print("imported")
+except Exception as e:
+    print("failed", type(e).__name__)
+import refuser
+print(torch.device("cuda").type, torch.cuda.synchronize is original[0],
+      refuser.synchronize is original[0])
+"""
+
+
+def _probe_state(tmp_path, error):
+    (tmp_path / "refuser.py").write_text(REFUSER.format(error=error))
+    code = "import torch, refuser\n" + PROBE_STATE
+    proc = run_python(["-c", code], cwd=str(tmp_path), env={"TRANSFER_TO_NPU_BACKEND": "virtual",
+                                                           "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_a_module_that_refuses_rebinding_keeps_its_name_and_the_rest_migrates(tmp_path):
+    assert _probe_state(tmp_path, "AttributeError") == ["imported", "npu", "False", "True"]
+
+
+def test_a_failed_import_leaves_torch_unpatched(tmp_path):
+    """Any other error while patching fails the import whole: torch.device
+    and torch.cuda are torch's own again."""
+    assert _probe_state(tmp_path, "TypeError") == ["failed", "TypeError", "cuda", "True", "True"]
+
+
+def test_keys_of_sys_modules_that_are_not_str_are_passed_over():
+    proc = run_python(["-c", "import sys, torch\nsys.modules[42] = sys\nsys.modules[('a',)] = sys\n"
+                             "import transfer_to_npu\nprint(torch.ones(1, device='cuda').device)"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["npu:0"]
+
+
+def test_enable_and_disable_while_another_thread_imports_scripted_modules():
+    """torch.distributed.optim compiles TorchScript at its import: a wrapper
+    of a builtin is known to TorchScript before it is in place, so enabling
+    and disabling meanwhile never breaks that import."""
+    code = textwrap.dedent("""
+        import importlib, sys, threading, torch, transfer_to_npu
+        errors, stop = [], []
+        def toggle():
+            while not stop:
+                transfer_to_npu.disable()
+                transfer_to_npu.enable()
+        t = threading.Thread(target=toggle)
+        t.start()
+        for _ in range(10):
+            for name in [n for n in sys.modules if n.startswith("torch.distributed.optim")]:
+                del sys.modules[name]
+            try:
+                importlib.import_module("torch.distributed.optim")
+            except Exception as e:
+                errors.append(repr(e)[:200])
+        stop.append(True)
+        t.join()
+        print(errors)
+    """)
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -149,10 +149,17 @@ def test_tf32_switches_are_the_npus_hf32_switches_on_torch_npu():
     assert ":6: torch.backends.cudnn.allow_tf32 -> torch.npu.conv.allow_hf32" in proc.stderr
 
 
-def test_the_virtual_npu_has_no_hf32_switch_to_map():
-    sources = {m["source"] for m in transfer_to_npu.mappings()}
-    assert "torch.cuda.get_device_capability" in sources
-    assert not any("allow_tf32" in s for s in sources)
+def test_tf32_switches_follow_on_the_virtual_npu():
+    """The virtual NPU keeps torch_npu's HF32 switches (its host kernels are
+    the CPU's whatever they say): a TF32 request shows there too."""
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert torch.npu.matmul.allow_hf32 is True
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert torch.npu.matmul.allow_hf32 is False
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
 TRAINER = """

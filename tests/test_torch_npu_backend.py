@@ -47,6 +47,9 @@ SCRIPT = textwrap.dedent("""
     dist.all_reduce(t)
     out["all_reduce"] = t.cpu().tolist()
     dist.destroy_process_group()
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.memory._record_memory_history("all")
+    out["renamed"] = [type(graph).__name__, torch_npu.npu.calls[-1]]
     out["targets"] = sorted({m["target"].split(".")[1] for m in transfer_to_npu.mappings()
                              if m["source"].startswith("torch.cuda.")
                              and m["kind"] in ("function", "class")
@@ -78,6 +81,15 @@ def test_cuda_calls_reach_torch_npu_npu(result):
     out, _ = result
     assert out["npu calls"] == ["synchronize", "set_device"]
     assert out["targets"] == ["npu"]
+
+
+def test_renamed_counterparts_are_torch_npus(result):
+    out, report = result
+    assert out["renamed"] == ["NPUGraph", "_record_memory_history"]
+    counted = {m["source"]: m["target"] for m in report["mappings"]}
+    assert counted["torch.cuda.CUDAGraph"] == "torch.npu.NPUGraph"
+    assert counted["torch.cuda.memory._record_memory_history"] == \
+        "torch.npu.memory._record_memory_history"
 
 
 def test_amp_is_torch_npus(result):

@@ -149,6 +149,57 @@ def test_a_missing_device_is_an_error():
         torch.npu.get_device_properties(9)
 
 
+# Every way of making a tensor on a device, as a function of the device.
+MAKERS = {
+    "torch.zeros": lambda d: torch.zeros(2, device=d),
+    "torch.empty": lambda d: torch.empty(2, device=d),
+    "torch.arange": lambda d: torch.arange(3, device=d),
+    "torch.full": lambda d: torch.full((2,), 1.0, device=d),
+    "torch.randn": lambda d: torch.randn(2, device=d),
+    "torch.randint": lambda d: torch.randint(0, 5, (2,), device=d),
+    "torch.tensor": lambda d: torch.tensor([1.0], device=d),
+    "torch.ones_like": lambda d: torch.ones_like(torch.ones(2), device=d),
+    "Tensor.new_zeros": lambda d: torch.ones(2).new_zeros(2, device=d),
+    "Tensor.to": lambda d: torch.ones(2).to(d),
+    "nn.Linear": lambda d: torch.nn.Linear(2, 2, device=d),
+}
+
+
+@pytest.mark.parametrize("maker", sorted(MAKERS))
+@pytest.mark.parametrize("device", ["cuda:5", "npu:5", "cuda:127"])
+def test_a_tensor_on_a_device_that_does_not_exist_is_refused(maker, device):
+    """As CUDA: "invalid device ordinal", naming the device, never a tensor
+    on it or an IndexError."""
+    with pytest.raises(RuntimeError, match=r"Invalid device ordinal: npu:(5|127)\b"):
+        MAKERS[maker](device)
+
+
+def test_a_device_index_beyond_eight_bits_is_refused_not_wrapped():
+    """torch keeps a device index in eight bits: torch.device('cuda', 128)
+    would be npu:-128."""
+    for index in (128, 300, 2 ** 70):
+        with pytest.raises(RuntimeError, match=f"got {index}"):
+            torch.device("cuda", index)
+    assert torch.device("cuda", 127) == torch.device("npu", 127)
+
+
+def test_a_negative_device_changes_nothing_as_with_cuda():
+    before = torch.cuda.current_device()
+    torch.cuda.set_device(-1)
+    with torch.cuda.device(-1):
+        assert torch.cuda.current_device() == before
+    assert torch.cuda.current_device() == before
+
+
+@pytest.mark.parametrize("visible", ["", "-1", "7", "-1,0"])
+def test_cuda_visible_devices_that_name_no_device_leave_none(visible):
+    out = _run("print(torch.cuda.is_available(), torch.cuda.device_count())\n"
+               "try:\n    torch.ones(1, device='cuda')\nexcept RuntimeError as e:\n"
+               "    print('Invalid device ordinal' in str(e))",
+               CUDA_VISIBLE_DEVICES=visible, TRANSFER_TO_NPU_VIRTUAL_DEVICES="2")
+    assert out.split() == ["False", "0", "True"]
+
+
 def test_device_queries():
     assert torch.npu.get_device_name() == torch.npu.get_device_properties().name
     assert torch.npu.is_bf16_supported()

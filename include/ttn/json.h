@@ -26,7 +26,8 @@ typedef struct ttn_json {
     int line, column; /* where the value starts */
     /* NUMBER */
     double number;
-    int is_integer; /* written without fraction or exponent, and fits */
+    int is_integer;   /* written without fraction or exponent, and fits */
+    int out_of_range; /* an integer beyond 64 bits, or a number beyond a double's range */
     long long integer;
     /* STRING: UTF-8, NUL terminated; length excludes the NUL */
     char *string;

@@ -13,12 +13,8 @@ import sys
 import threading
 import time
 
-from . import _code_cache
-
-_code_cache.install()  # the package's other modules, read from one file
-
-from . import _C  # noqa: E402
-from ._C import InvalidDeviceError  # noqa: E402
+from . import _C
+from ._C import InvalidDeviceError
 
 __all__ = ["enable", "disable", "is_enabled", "mappings", "backend", "InvalidDeviceError"]
 
@@ -31,7 +27,7 @@ _lock = threading.RLock()
 
 # Seconds the last enable() spent initialising the NPU backend, and in each
 # step of patching (read by the benchmarks).
-_PATCH_STEPS = ("rows", "install", "after_enable", "rebind")
+_PATCH_STEPS = ("rows", "install", "rebind")
 _timings = dict.fromkeys(("backend",) + _PATCH_STEPS, 0.0)
 
 
@@ -95,6 +91,41 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_C.reset_counts)
 
 
+class _Served:
+    """The finder of the packages served while migrating (torch_npu on the
+    virtual NPU, flash_attn, xformers, apex: ``_served.py``), first on
+    sys.meta_path while enabled.  It loads ``_served`` at the first import
+    of one of their names (most processes import none)."""
+
+    NAMES = frozenset(("torch_npu", "flash_attn", "xformers", "apex",  # _served.PACKAGES
+                       "amp_C", "apex_C", "fused_layer_norm_cuda", "fused_adam_cuda",
+                       "flash_attn_2_cuda"))  # _served.EXTENSIONS
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.partition(".")[0] not in cls.NAMES or not _C.is_enabled():
+            return None
+        from . import _served
+
+        return _served.find_spec(name, backend)
+
+
+def _is_served_finder(finder):
+    # This class, or the one of an earlier run of this module (reload).
+    return getattr(finder, "__qualname__", None) == "_Served" and \
+        getattr(finder, "__module__", None) == __name__
+
+
+def _serve(on):
+    """Put the served packages' finder first on sys.meta_path, or take it
+    off and the served names out of sys.modules."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not _is_served_finder(f)]
+    if on:
+        sys.meta_path.insert(0, _Served)
+    elif f"{__name__}._served" in sys.modules:
+        sys.modules[f"{__name__}._served"].forget()
+
+
 def enable():
     """Migrate: install the NPU backend and patch every CUDA spelling.
     Idempotent."""
@@ -105,9 +136,10 @@ def enable():
             from . import backends
 
             backend = backends.installed
+            _serve(True)
             return
         torch = _import_torch()
-        from . import _environment, _table, _torch_facts, backends
+        from . import _environment, backends
 
         last = [time.perf_counter()]
 
@@ -116,44 +148,41 @@ def enable():
             _timings[step] = now - last[0]
             last[0] = now
 
-        reporting = _reporting() or f"{__name__}._report" in sys.modules
-        if reporting:
+        if _reporting() or f"{__name__}._report" in sys.modules:
             from . import _report
 
             _report.configure()
-        # CUDA's and NCCL's variables, for the NPU's runtime to read as it
-        # starts (CUDA_VISIBLE_DEVICES -> ASCEND_RT_VISIBLE_DEVICES ...).
-        _C.carry(_environment.rows())
         try:
-            name = backends.install()
-        except BaseException:
-            _C.disable()  # the variables carried are unset again
-            raise
-        timed("backend")
-        if reporting:
-            _report.started(name)
-        rows = _table.rows(torch, name) + _environment.backend_rows(name)
-        _torch_facts.save()  # what the backend and the rules learnt from torch
-        timed("rows")
-        _warm_torch_caches()
-        try:
-            _C.enable(rows, _table.resolve)
-        except (TypeError, ValueError, OverflowError, RuntimeError):
-            if not _table.from_file(name):
-                raise
-            # A cache file whose rows the C core refuses (damaged past what
-            # reading it checks): the table is derived again.
+            # CUDA's and NCCL's variables, for the NPU's runtime to read as
+            # it starts (CUDA_VISIBLE_DEVICES -> ASCEND_RT_VISIBLE_DEVICES ...).
             _C.carry(_environment.rows())
-            _C.enable(_table.rows(torch, name, fresh=True) + _environment.backend_rows(name),
-                      _table.resolve)
-        timed("install")
-        _table.after_enable(torch)
-        timed("after_enable")
-        # Names bound before this import (`from torch.cuda import
-        # synchronize` in the user's modules) are migrated too.
-        _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
-        timed("rebind")
+            name = backends.install()
+            timed("backend")
+            _patch(torch, name, timed)
+        except BaseException:
+            # All or nothing: torch, and the environment, are left as they
+            # were found.
+            _C.disable()
+            raise
         backend = name
+        _serve(True)
+
+
+def _patch(torch, name, timed):
+    from . import _environment, _table
+
+    report = sys.modules.get(f"{__name__}._report")
+    if report is not None:
+        report.started(name)
+    rows = _table.rows(torch, name) + _environment.backend_rows(name)
+    timed("rows")
+    _warm_torch_caches()
+    _table.install(torch, rows)
+    timed("install")
+    # Names bound before this import (`from torch.cuda import
+    # synchronize` in the user's modules) are migrated too.
+    _C.rebind(sys.modules, _NOT_USER, _USER_ANYWAY)
+    timed("rebind")
 
 
 def disable():
@@ -161,6 +190,7 @@ def disable():
     The npu device itself stays available."""
     with _lock:
         _C.disable()
+        _serve(False)
 
 
 def is_enabled():

@@ -2,7 +2,9 @@
 
     python -m transfer_to_npu [--log N] [--log-file FILE] [--report FILE] script.py [args...]
     python -m transfer_to_npu [options] -m module [args...]
-    python -m transfer_to_npu --list
+    python -m transfer_to_npu --list [--torch-npu VERSION]
+    python -m transfer_to_npu analyze PATH... [--output DIR]   (static: see analyze.py)
+    python -m transfer_to_npu convert SRC DST                  (static: see convert.py)
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -10,9 +12,14 @@ process it starts migrated too.
 """
 
 import argparse
+import builtins
+import importlib.machinery
+import io
 import os
 import runpy
 import sys
+import types
+import zipfile
 
 
 def _parser():
@@ -28,21 +35,60 @@ def _parser():
     p.add_argument("--backend", choices=("auto", "torch_npu", "virtual"),
                    help="TRANSFER_TO_NPU_BACKEND")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
+    p.add_argument("--torch-npu", metavar="VERSION",
+                   help="with --list: the table torch_npu VERSION (a release line, such as "
+                        "2.5) would get, from the names its release has")
     p.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
-    p.add_argument("target", nargs="?", help="the script to run")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    p.add_argument("target", nargs="?", help="the script to run; what follows it (or the "
+                   "module) is its own arguments")
     return p
 
 
-def _print_table(stream=sys.stdout):
-    import transfer_to_npu
-
-    rows = transfer_to_npu.mappings()
+def _print_table(rows, backend, stream=sys.stdout, note=""):
     width = max(len(r["source"]) for r in rows)
     kind_width = max(len(r["kind"]) for r in rows)
-    print(f"# {len(rows)} mappings, {transfer_to_npu.backend} backend", file=stream)
+    print(f"# {len(rows)} mappings, {backend} backend{note}", file=stream)
     for r in rows:
         print(f"{r['source']:<{width}}  {r['kind']:<{kind_width}}  {r['target']}", file=stream)
+
+
+def _run_script(path):
+    """Run path as python runs a script: as __main__, with an absolute
+    __file__ and sys.argv[0] as given (runpy.run_path would make both the
+    path it is given).  A directory or a zip file goes to runpy."""
+    if not os.path.isfile(path) or zipfile.is_zipfile(path):
+        runpy.run_path(path, run_name="__main__")
+        return
+    filename = os.path.abspath(path)
+    with io.open_code(filename) as f:
+        code = compile(f.read(), filename, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=filename, __builtins__=builtins, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", filename))
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
+
+
+def _torch_version():
+    import torch
+
+    return torch.__version__
+
+
+def _surface_table(version):
+    """The table a torch_npu release would get (its names, from its
+    surface file), with this torch; and the backend as named."""
+    import torch
+
+    from . import _rules, surfaces
+
+    torch_npu, npu = surfaces.load(version)
+    rows, _ = _rules.derive(torch, npu, torch_npu)
+    return _rules.entries(rows), f"torch_npu {torch_npu.__version__}"
 
 
 def _user_traceback(tb, filename):
@@ -59,16 +105,48 @@ def _user_traceback(tb, filename):
     return tb
 
 
+# Our options that take a value (as a separate argument, or after "=").
+_VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu")
+
+
+def _split(argv):
+    """(our options, the script or -m module, its arguments): everything
+    after the script or the module is the script's own, as with python
+    itself (argparse would take `-m torch.distributed.run --nproc-per-node
+    2` for options of ours)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i], argv[i + 1:i + 2], argv[i + 2:]
+        if arg == "-m":
+            return argv[:i], argv[i:i + 2], argv[i + 2:]
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return argv[:i], ["-m", arg[2:]], argv[i + 1:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i], [arg], argv[i + 1:]
+        i += 2 if arg in _VALUED else 1
+    return argv, [], []
+
+
+# Subcommands that work on source code, before anything runs.
+_TOOLS = {"analyze": "analyze", "convert": "convert"}
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    # Options are ours up to the script (or -m module); the rest is its own.
+    if argv[:1] and argv[0] in _TOOLS:
+        import importlib
+
+        return importlib.import_module(f"{__package__}.{_TOOLS[argv[0]]}").main(argv[1:])
+    ours, target, rest = _split(argv)
     parser = _parser()
-    opts = parser.parse_args(argv)
-    if opts.module is not None and opts.target is not None:
-        opts.args = [opts.target] + opts.args
-        opts.target = None
+    opts = parser.parse_args(ours + target)
+    opts.args = rest
     if not opts.list and opts.target is None and opts.module is None:
         parser.error("a script, -m module or --list is required")
+    if opts.torch_npu is not None and not opts.list:
+        parser.error("--torch-npu goes with --list")
 
     # The environment carries the settings to every process the script
     # starts: TRANSFER_TO_NPU=1 migrates them at their first torch import.
@@ -84,10 +162,19 @@ def main(argv=None):
 
     import transfer_to_npu
 
-    transfer_to_npu.enable()
-    if opts.list:
+    if opts.list and opts.torch_npu is not None:
         try:
-            _print_table()
+            table, backend = _surface_table(opts.torch_npu)
+        except ValueError as exc:
+            parser.error(f"--torch-npu: {exc}")
+    else:
+        transfer_to_npu.enable()
+    if opts.list:
+        if opts.torch_npu is None:
+            table, backend = transfer_to_npu.mappings(), transfer_to_npu.backend
+        try:
+            _print_table(table, backend, note="" if opts.torch_npu is None else
+                         f" (from the names of its release, with torch {_torch_version()})")
             sys.stdout.flush()
         except BrokenPipeError:
             # `--list | head`: the reader has gone, which is not an error.
@@ -107,8 +194,8 @@ def main(argv=None):
             return 2
         sys.argv = [path] + opts.args
         sys.path[0] = os.path.dirname(os.path.abspath(path))
-        filename = path
-        run = lambda: runpy.run_path(path, run_name="__main__")
+        filename = os.path.abspath(path)
+        run = lambda: _run_script(path)
     try:
         run()
     except SystemExit:

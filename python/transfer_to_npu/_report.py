@@ -17,7 +17,7 @@ import os
 import sys
 import warnings
 
-from . import _C
+from . import _C, _files
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -63,12 +63,15 @@ def _internal_prefixes():
     return (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _PACKAGE_DIR + os.sep)
 
 
-def _check_writable(path, what):
-    """Open path for appending once, so that a bad path is reported now and
-    not at the end of a long run.  Returns path, or None to fall back."""
+def _usable(path, what):
+    """path, if this process can write the log or the report there (a
+    report left by an earlier run is removed now, so that the one at exit
+    is this run's); else None, with a warning."""
     try:
-        with open(path, "a"):
-            pass
+        if what == "report":
+            _files.remove_stale(path)
+        else:
+            _files.check_target(path)
     except OSError as exc:
         warnings.warn(f"transfer_to_npu: cannot write the {what} to {path!r} ({exc.strerror}); "
                       f"{'logging to stderr' if what == 'log' else 'no report will be written'}",
@@ -85,9 +88,8 @@ def configure(backend=None, level=None, log_file=None, report=None):
         raise ValueError(f"log level must be 0, 1 or 2, got {level!r}")
     log_file = os.environ.get("TRANSFER_TO_NPU_LOG_FILE") if log_file is None else log_file
     report = os.environ.get("TRANSFER_TO_NPU_REPORT") if report is None else report
-    log_path = _check_writable(per_process_path(log_file, "LOG"), "log") if log_file else None
-    report_path = (_check_writable(per_process_path(report, "REPORT"), "report")
-                   if report else None)
+    log_path = _usable(per_process_path(log_file, "LOG"), "log") if log_file else None
+    report_path = _usable(per_process_path(report, "REPORT"), "report") if report else None
     _state.update(level=level, log_path=log_path, report_path=report_path,
                   log_file=log_file, report=report)
     _C.log_configure(level, log_path, report_path is not None, _internal_prefixes())
@@ -113,9 +115,10 @@ def _after_fork():
     calls, which it counts itself (the package resets the counts), in its
     own files."""
     if _state["level"] or _state["report_path"]:
-        log_path = per_process_path(_state["log_file"], "LOG") if _state["log_path"] else None
-        report_path = (per_process_path(_state["report"], "REPORT") if _state["report_path"]
-                       else None)
+        log_path = (_usable(per_process_path(_state["log_file"], "LOG"), "log")
+                    if _state["log_path"] else None)
+        report_path = (_usable(per_process_path(_state["report"], "REPORT"), "report")
+                       if _state["report_path"] else None)
         _state.update(log_path=log_path, report_path=report_path)
         _C.log_configure(_state["level"], log_path, report_path is not None,
                          _internal_prefixes())
@@ -151,15 +154,21 @@ def report():
         "unsupported": [{"api": m["source"], "count": m["calls"],
                          "sites": [where for where, _ in m["sites"]]}
                         for m in used if m["kind"] == "unsupported"],
+        # CUDA C++ extensions refused, with the kernels that need an Ascend
+        # port (_rules/cuda_extensions.py; loaded only when one was built).
+        "cuda_extensions": list(getattr(sys.modules.get(f"{__package__}._rules.cuda_extensions"),
+                                        "REFUSED", ())),
     }
 
 
 def write_report(path):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(report(), f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write the report at path, or, when another process has written path
+    meanwhile (an independent run given the same path), beside it."""
+    data = (json.dumps(report(), indent=2) + "\n").encode()
+    written = _files.write_new(path, data, f"{path}.pid{os.getpid()}")
+    if written != path:
+        print(f"transfer_to_npu: {path} was written by another process; this report is "
+              f"{written}", file=sys.stderr)
 
 
 def _at_exit():

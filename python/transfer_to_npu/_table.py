@@ -1,70 +1,44 @@
-"""The mapping table as data: derived from torch by the rules, or read from
-its cache.
+"""The mapping table: derived from the running torch by the rules at
+enable(), then handed to the C core, which installs it.
 
-A row names what it patches, and what it redirects to, by reference
-("module:attr.path"; "module:factory()" for what a rule makes around
-torch's own function, see ``_rules/_row.py``).  So the table of a torch
-build is data: kept on disk beside the facts learnt from that build, and
-read at the next start instead of importing the rules and looking at torch
-again, which is most of the work of a first import.  The C core resolves
-the references: an owner at enable() (or when its module is imported), a
-value put in place and a class at enable(), and what a wrapper calls at its
-first call, when the module holding it is imported (the parts of torch.npu
-a script never calls are never loaded).
-
-The file is used only while what it was derived from is as it was: the
-torch build (the facts' directory), the interpreter, the backend and its
-version, and the package's modules that the derivation ran (each checked
-as the code cache checks a module).  A file that is missing, damaged,
-stale, or that others could have written is derived again and rewritten;
-the table is the same either way.
+A row may name what it redirects to by reference ("module:attr.path", or
+"module:factory()" for what a rule makes around torch's own function, see
+``_rules/_row.py``) rather than by the object: the C core resolves such a
+reference through ``resolve`` when the row is installed, or when a wrapper
+is first called, so that what a script never calls is never loaded.
 """
 
 import importlib
-import marshal
 import os
-import sys
-import zlib
 
-from . import _C, _code_cache, _torch_facts
-
-FORMAT = 1
+from . import _C
 
 _PACKAGE = __name__.rpartition(".")[0]
 
-# The modules a reference starts from: torch's, Ascend's and this package's
-# (a rule's stand-ins and factories are this package's).  What guards what
-# a cached table names is the file's trust check (_code_cache.open_trusted).
+# The modules a reference may start from: torch's, Ascend's and this
+# package's (a rule's stand-ins and factories are this package's).
 _ROOTS = ("torch", "torch_npu", _PACKAGE)
 
-# What marshal raises on damaged data.
-_DAMAGED = (EOFError, ValueError, TypeError, OverflowError, MemoryError)
-
-# This process's table, per backend: (rows, sources of the factories' rows,
-# read from the file).
+# This process's table, per backend: (rows, sources of the factories' rows).
 _tables = {}
 
 
-def rows(torch, backend, fresh=False):
+def rows(torch, backend):
     """The mapping table's rows for this torch and backend, then those of
-    the user's rules file (TRANSFER_TO_NPU_RULES), which are never cached.
-    ``fresh``: derived again, whatever is cached."""
-    table = None if fresh else _tables.get(backend)
+    the user's rules file (TRANSFER_TO_NPU_RULES), read at every enable()."""
+    table = _tables.get(backend)
     if table is None:
-        table = (None if fresh else _load(torch, backend)) or _derive(torch, backend)
-        _tables[backend] = table
+        from . import _rules
+
+        derived, factories = _rules.derive(torch)
+        table = _tables[backend] = (derived, frozenset(factories))
     return list(table[0]) + _user_rows(torch)
-
-
-def from_file(backend):
-    """Whether the table in use was read from the cache file."""
-    return _tables.get(backend, (None, None, False))[2]
 
 
 def factory_sources(backend):
     """The sources of the rows of torch's factories: compiled graphs may
     call their wrappers."""
-    return _tables.get(backend, (None, frozenset(), False))[1]
+    return _tables.get(backend, (None, frozenset()))[1]
 
 
 def resolve(ref, original):
@@ -89,92 +63,14 @@ def resolve(ref, original):
     return obj(original) if factory else obj
 
 
-def after_enable(torch):
-    """TorchScript's compiler knows torch's builtins by identity: each
-    installed wrapper of one is entered in its table as the op its original
-    is, so that torch.ones in a scripted function compiles to aten::ones."""
+def install(torch, rows):
+    """Hand the rows to the C core.  TorchScript's compiler knows torch's
+    builtins by identity: each wrapper of one is entered in its table as
+    the op its original is (so that torch.ones in a scripted function
+    compiles to aten::ones), before the wrapper is put in place."""
     from torch.jit import _builtins as builtins
 
-    _C.alias_installed(builtins._get_builtin_table(), builtins._builtin_ops)
-
-
-# --- derivation ------------------------------------------------------------
-
-def _derive(torch, backend):
-    from . import _rules
-    from ._rules import _row
-
-    derived, factories = _rules.derive(torch)
-    encoded = _row.encode(derived)
-    if encoded is None:
-        # A row names an object that no path reaches: used as derived, not
-        # kept for the next process.
-        return derived, frozenset(factories), False
-    _save(torch, backend, encoded, factories)
-    return encoded, frozenset(factories), False
-
-
-# --- the file --------------------------------------------------------------
-
-# One table per installed copy of the package (the stamps of its files
-# tell an edit, not another copy whose files stayed as they were).
-_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
-
-
-def _file(torch, backend):
-    return _torch_facts.file_path(
-        torch, f"table-{backend}-{zlib.crc32(_DIRECTORY.encode()):08x}.marshal")
-
-
-def _key(backend):
-    version = getattr(sys.modules.get("torch_npu"), "__version__", "") if backend != "virtual" \
-        else ""
-    return (FORMAT, sys.implementation.cache_tag, _DIRECTORY, backend, str(version))
-
-
-def _package_files():
-    """The files of the package's modules imported so far: what the rules
-    and the backend ran to derive the table."""
-    files = []
-    for name, module in list(sys.modules.items()):
-        if name == _PACKAGE or name.startswith(_PACKAGE + "."):
-            path = getattr(module, "__file__", None)
-            if isinstance(path, str):
-                files.append(path)
-    return sorted(files)
-
-
-def _save(torch, backend, encoded, factories):
-    path = _file(torch, backend)
-    if path is None:
-        return
-    depends = tuple((f, _code_cache.stamp(f)) for f in _package_files())
-    if any(stamp is None for _, stamp in depends):
-        return
-    data = marshal.dumps((_key(backend), depends, tuple(encoded), tuple(sorted(factories))))
-    _code_cache.write_atomically(path, [data])
-
-
-def _load(torch, backend):
-    path = _file(torch, backend)
-    data = None if path is None else _code_cache.read_trusted(path)
-    if data is None:
-        return None
-    try:
-        key, depends, table, factories = marshal.loads(data)
-    except _DAMAGED:
-        return None
-    if key != _key(backend) or type(table) is not tuple or type(factories) is not tuple:
-        return None
-    try:
-        if not all(_code_cache.stamp(f) == stamp for f, stamp in depends):
-            return None
-        factories = frozenset(factories)
-    except (TypeError, ValueError):  # damaged
-        return None
-    # Rows of the wrong shape are the C core's to refuse (enable() then
-    # derives the table again).
-    return table, factories, True
+    _C.enable(rows, resolve, builtins._get_builtin_table(), builtins._builtin_ops)
 
 
 def _user_rows(torch):

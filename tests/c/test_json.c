@@ -1,5 +1,8 @@
 /* The JSON reader: values, strictness, error positions. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "suites.h"
 #include "ttn/json.h"
@@ -97,6 +100,60 @@ START_TEST(test_json_big_integers_are_not_integers)
 }
 END_TEST
 
+START_TEST(test_json_numbers_beyond_their_range_are_marked)
+{
+    char err[256];
+    ttn_json *v = parse("[9223372036854775807, 9223372036854775808, -9223372036854775809, "
+                        "1e999, -1e999, 1e-999, 1.5]", err);
+    int expected[] = {0, 1, 1, 1, 1, 0, 0};
+    size_t i;
+
+    ck_assert_ptr_nonnull(v);
+    for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
+        ck_assert_int_eq(v->items[i]->out_of_range, expected[i]);
+    ttn_json_free(v);
+}
+END_TEST
+
+/* An object of n members "k0" .. "k<n-1>", with "k<dup>" again at the end
+ * when dup >= 0. */
+static char *
+big_object(size_t n, long dup)
+{
+    char *text = malloc(n * 24 + 64), *p = text;
+    size_t i;
+
+    *p++ = '{';
+    for (i = 0; i < n; i++)
+        p += sprintf(p, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+    if (dup >= 0)
+        p += sprintf(p, ", \"k%ld\": 0", dup);
+    strcpy(p, "}");
+    return text;
+}
+
+START_TEST(test_json_large_objects_parse_in_linear_time)
+{
+    /* Half a million members: comparing each name with those before it
+     * would take minutes; a set of the names, well under a second. */
+    char err[256], *text = big_object(500000, -1);
+    clock_t start = clock();
+    ttn_json *v = parse(text, err);
+
+    ck_assert_ptr_nonnull(v);
+    ck_assert_uint_eq(v->count, 500000);
+    ck_assert_int_eq(ttn_json_member(v, "k499999")->integer, 499999);
+    ck_assert_msg((double)(clock() - start) / CLOCKS_PER_SEC < 10.0, "parsing took too long");
+    ttn_json_free(v);
+    free(text);
+    /* A duplicate is still found, far from its twin. */
+    text = big_object(1000, 3);
+    ck_assert_ptr_null(parse(text, err));
+    ck_assert_ptr_nonnull(strstr(err, "duplicate member name 'k3'"));
+    free(text);
+}
+END_TEST
+
 Suite *
 json_suite(void)
 {
@@ -108,6 +165,9 @@ json_suite(void)
     tcase_add_test(tc, test_json_rejects_what_json_does_not_allow);
     tcase_add_test(tc, test_json_depth_is_bounded);
     tcase_add_test(tc, test_json_big_integers_are_not_integers);
+    tcase_add_test(tc, test_json_numbers_beyond_their_range_are_marked);
+    tcase_add_test(tc, test_json_large_objects_parse_in_linear_time);
+    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -94,6 +94,15 @@ START_TEST(test_rules_errors_name_rule_and_field)
                  "field 'arg_idx' must be an integer");
     expect_error("{\"rules\": {\"ArgsModifyRule\": [{\"func_name\": \"a.f\", \"arg_idx\": 0}]}}",
                  "ArgsModifyRule[0]: missing field 'arg_new'");
+    expect_error("{\"rules\": {\"ArgsModifyRule\": [{\"func_name\": \"a.f\", \"arg_idx\": 0,"
+                 " \"arg_new\": 18446744073709551616}]}}",
+                 "ArgsModifyRule[0]: field 'arg_new' holds a number out of range");
+    expect_error("{\"rules\": {\"ArgsModifyRule\": [{\"func_name\": \"a.f\", \"arg_idx\": 0,"
+                 " \"arg_new\": {\"x\": [1, 1e999]}}]}}",
+                 "ArgsModifyRule[0]: field 'arg_new' holds a number out of range");
+    expect_error("{\"rules\": {\"ArgsModifyRule\": [{\"func_name\": \"a.f\","
+                 " \"arg_idx\": 99999999999999999999, \"arg_new\": 0}]}}",
+                 "field 'arg_idx' must be an integer from 0 to 255");
     expect_error("{\"rules\": {\"ModuleNameModifyRule\": [{\"old_name\": \"a.b\", \"new_name\": \"c\"}]}}",
                  "ModuleNameModifyRule[0]: field 'old_name' must be one name");
     expect_error("{\"rules\": {\"ModuleNameModifyRule\": [{\"old_name\": \"1a\", \"new_name\": \"c\"}]}}",

@@ -3,8 +3,7 @@ process start.
 
 * Parameter names of Python functions come from their code objects
   (inspect.signature costs tens of microseconds a call).
-* Which ops take a device comes from torch's op schemas (the rules that
-  look up hundreds cache the answers per torch build, ``_torch_facts``).
+* Which ops take a device comes from torch's op schemas.
 """
 
 import inspect

@@ -25,14 +25,17 @@ def _npu_defaults(fn):
 
 def rows(torch):
     autocast = torch.amp.autocast_mode.autocast
-    scaler = torch.amp.grad_scaler.GradScaler
     out = [
         row("torch.autocast", "torch.autocast", "device_arg", _C.MODE_DEVICE_ARG, autocast,
             "__init__", pos=1, binds=True, kws=("device_type",)),
-        row("torch.amp.GradScaler", "torch.amp.GradScaler", "device_arg", _C.MODE_DEVICE_ARG,
-            scaler, "__init__", pos=1, binds=True),
     ]
-    defaults = _npu_defaults(scaler.__init__)
+    # torch.amp.GradScaler came with torch 2.3; before, the scaler was
+    # torch.cuda.amp's own (the npu's amp module's, cuda_module.py).
+    scaler = getattr(torch.amp, "GradScaler", None)
+    if scaler is not None:
+        out.append(row("torch.amp.GradScaler", "torch.amp.GradScaler", "device_arg",
+                       _C.MODE_DEVICE_ARG, scaler, "__init__", pos=1, binds=True))
+    defaults = None if scaler is None else _npu_defaults(scaler.__init__)
     if defaults is not None:
         out.append(row("torch.amp.GradScaler(device='cuda' by default)",
                        "torch.amp.GradScaler(device='npu' by default)", "default",

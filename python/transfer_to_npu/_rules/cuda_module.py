@@ -1,5 +1,11 @@
-"""torch.cuda.X -> torch.npu.X for every public X both modules have, and
-torch.cuda.amp.X -> torch.npu.amp.X when the NPU has its own amp module."""
+"""torch.cuda.X -> torch.npu.X for every X of torch.cuda's public API that
+the npu module has, torch.cuda.amp.X -> torch.npu.amp.X when the NPU has
+its own amp module, and the CUDA names whose NPU counterpart has another
+name (COUNTERPARTS).
+
+``npu`` is whatever torch.npu is: torch_npu's, the virtual NPU's, or the
+stand-in made from a torch_npu release's surface (``surfaces.load``).
+"""
 
 import types
 
@@ -16,14 +22,79 @@ SUBMODULES = ("amp",)
 # torch.cuda.default_generators[i].manual_seed(...).
 DATA = ("default_generators",)
 
+# torch.cuda.<path> -> torch.npu.<path> where the npu's counterpart has
+# another name, or lives in a submodule that SUBMODULES leaves out; each
+# applies where torch.cuda has the first and the npu the second, and the
+# npu lacks a like-named counterpart.  (The renames Ascend's own
+# transfer_to_npu makes, and those the two modules' names show.)
+COUNTERPARTS = {
+    "CUDAGraph": "NPUGraph",
+    "graphs.CUDAGraph": "graphs.NPUGraph",
+    "graphs.graph": "graphs.graph",
+    "graphs.graph_pool_handle": "graphs.graph_pool_handle",
+    "graphs.make_graphed_callables": "graphs.make_graphed_callables",
+    "CUDAPluggableAllocator": "NPUPluggableAllocator",
+    "memory.CUDAPluggableAllocator": "memory.NPUPluggableAllocator",
+    # The allocator's history and settings: private in both, and what
+    # torch's memory visualisation guide has scripts call.
+    "memory._record_memory_history": "memory._record_memory_history",
+    "memory._snapshot": "memory._snapshot",
+    "memory._dump_snapshot": "memory._dump_snapshot",
+    "memory._set_allocator_settings": "memory._set_allocator_settings",
+    # Deprecated names for what the npu has under today's.
+    "memory_cached": "memory_reserved",
+    "max_memory_cached": "max_memory_reserved",
+    "reset_max_memory_cached": "reset_peak_memory_stats",
+}
 
-def rows(torch):
-    out = _module_rows(torch.cuda, torch.npu, "torch.cuda", "torch.npu")
+
+def public_names(module):
+    """A module's public API: its __all__, else its public names."""
+    names = module.__dict__.get("__all__")
+    if names is None:
+        names = [n for n in dir(module) if not n.startswith("_")]
+    return names
+
+
+def _find(module, dotted):
+    """What module.<dotted> is, through submodules only; None if absent."""
+    *path, name = dotted.split(".")
+    for part in path:
+        module = getattr(module, part) if module_has(module, part) else None
+        if not isinstance(module, types.ModuleType):
+            return None
+    return getattr(module, name) if module_has(module, name) else None
+
+
+def counterparts(cuda, npu):
+    """{torch.cuda path: torch.npu path} of the COUNTERPARTS that apply."""
+    out = {}
+    for source, target in COUNTERPARTS.items():
+        if _find(npu, target) is None or _find(cuda, source) is None:
+            continue
+        if "." in source or not module_has(npu, source):  # else mapped under its own name
+            out[source] = target
+    return out
+
+
+def rows(torch, npu=None):
+    npu = torch.npu if npu is None else npu
+    out = _module_rows(torch.cuda, npu, "torch.cuda", "torch.npu")
     for sub in SUBMODULES:
-        cuda_sub, npu_sub = getattr(torch.cuda, sub, None), getattr(torch.npu, sub, None)
+        cuda_sub, npu_sub = getattr(torch.cuda, sub, None), getattr(npu, sub, None)
         if isinstance(cuda_sub, types.ModuleType) and isinstance(npu_sub, types.ModuleType):
             out += _module_rows(cuda_sub, npu_sub, f"torch.cuda.{sub}", f"torch.npu.{sub}")
+    for source, target in counterparts(torch.cuda, npu).items():
+        owner, _, name = f"torch.cuda.{source}".rpartition(".")
+        found = _find(npu, target)
+        out.append(row(f"torch.cuda.{source}", f"torch.npu.{target}", _kind(found),
+                       _C.MODE_REDIRECT, owner, name, f"torch:npu.{target}",
+                       device_position(found)))
     return out
+
+
+def _kind(target):
+    return "class" if isinstance(target, type) else "function"
 
 
 def _module_rows(cuda, npu, cuda_name, npu_name):
@@ -31,10 +102,12 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
     # Targets named from torch ("torch:npu.synchronize"), found at their
     # first call.
     path = "torch:" + npu_name.partition(".")[2]
+    public = set(public_names(cuda)).union(DATA)
     # A device module may serve its data from a module __getattr__, outside dir().
     for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
         # What CUDA code asks about the device is answered by identity.py.
-        if name.startswith("_") or name in IDENTITY or not module_has(cuda, name):
+        if (name.startswith("_") or name not in public or name in IDENTITY
+                or not module_has(cuda, name)):
             continue
         target = getattr(npu, name)
         if name in DATA:
@@ -43,7 +116,6 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
             continue
         if isinstance(target, types.ModuleType) or not callable(target):
             continue
-        kind = "class" if isinstance(target, type) else "function"
-        out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", kind, _C.MODE_REDIRECT,
-                       cuda, name, f"{path}.{name}", device_position(target)))
+        out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", _kind(target),
+                       _C.MODE_REDIRECT, cuda, name, f"{path}.{name}", device_position(target)))
     return out

@@ -48,8 +48,12 @@ def _position(fn, name):
 def rows(torch):
     if not torch.distributed.is_available():
         return []
-    import torch.distributed.device_mesh as device_mesh
     import torch.distributed.distributed_c10d as c10d
+
+    try:
+        import torch.distributed.device_mesh as device_mesh
+    except ImportError:  # before torch 2.2, DeviceMesh was private
+        device_mesh = None
 
     from .. import backends
 
@@ -74,17 +78,8 @@ def rows(torch):
                    "torch.distributed.is_backend_available('hccl')", "function", _C.MODE_REPLACE,
                    dist, "is_nccl_available", backends.is_hccl_available, kws=()))
 
-    init_mesh = device_mesh.init_device_mesh
-    for owner in (dist, device_mesh):
-        out.append(row("torch.distributed.device_mesh.init_device_mesh",
-                       "torch.distributed.device_mesh.init_device_mesh", "device_arg",
-                       _C.MODE_DEVICE_ARG, owner, "init_device_mesh",
-                       pos=_position(init_mesh, "device_type"), kws=("device_type",)))
-    mesh = device_mesh.DeviceMesh
-    out.append(row("torch.distributed.device_mesh.DeviceMesh",
-                   "torch.distributed.device_mesh.DeviceMesh", "device_arg", _C.MODE_DEVICE_ARG,
-                   mesh, "__init__", pos=_position(mesh.__init__, "device_type"), binds=True,
-                   kws=("device_type",)))
+    if device_mesh is not None:
+        out += _mesh_rows(dist, device_mesh)
 
     # The class keeps its identity (isinstance, subclasses, torch's own
     # checks): only its __init__ is wrapped.
@@ -104,6 +99,21 @@ def distribute_region(self, spec, generator=None):
 
         return random_ops.npu_region(self, spec, generator)
     return class_original(self, "_distribute_region")(self, spec, generator)
+
+
+def _mesh_rows(dist, device_mesh):
+    init_mesh = device_mesh.init_device_mesh
+    out = [row("torch.distributed.device_mesh.init_device_mesh",
+               "torch.distributed.device_mesh.init_device_mesh", "device_arg",
+               _C.MODE_DEVICE_ARG, owner, "init_device_mesh",
+               pos=_position(init_mesh, "device_type"), kws=("device_type",))
+           for owner in (dist, device_mesh)]
+    mesh = device_mesh.DeviceMesh
+    out.append(row("torch.distributed.device_mesh.DeviceMesh",
+                   "torch.distributed.device_mesh.DeviceMesh", "device_arg", _C.MODE_DEVICE_ARG,
+                   mesh, "__init__", pos=_position(mesh.__init__, "device_type"), binds=True,
+                   kws=("device_type",)))
+    return out
 
 
 def _dtensor_random_rows():

@@ -4,7 +4,7 @@ functions, found in torch's op schemas and function signatures."""
 import functools
 import inspect
 
-from .. import _C, _torch_facts
+from .. import _C
 from ._introspect import op_takes_device, original, takes_device
 from ._row import row
 
@@ -25,22 +25,18 @@ def _module(torch, dotted):
 
 def _builtins_taking_device(torch):
     """Per module, the names of its builtins whose op schema has a device
-    argument.  Several hundred schema lookups, fixed for a torch build:
-    cached per build."""
-    facts = _torch_facts.section(torch, "device_builtins")
-    if not all(isinstance(facts.get(dotted), list)
-               and all(isinstance(name, str) for name in facts[dotted]) for dotted, _ in _MODULES):
-        for dotted, schema_prefix in _MODULES:
-            module = _module(torch, dotted)
-            # torch.*'s builtins are those of _VariableFunctions (dir() of
-            # torch itself also lists its submodules and Python helpers).
-            scanned = torch._C._VariableFunctions if module is torch else module
-            facts[dotted] = [
-                name for name in sorted(dir(scanned))
-                if not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
-                and op_takes_device(torch, schema_prefix + name)]
-        _torch_facts.changed("device_builtins")
-    return facts
+    argument."""
+    found = {}
+    for dotted, schema_prefix in _MODULES:
+        module = _module(torch, dotted)
+        # torch.*'s builtins are those of _VariableFunctions (dir() of
+        # torch itself also lists its submodules and Python helpers).
+        scanned = torch._C._VariableFunctions if module is torch else module
+        found[dotted] = [
+            name for name in sorted(dir(scanned))
+            if not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
+            and op_takes_device(torch, schema_prefix + name)]
+    return found
 
 
 def _python_functions(module):

@@ -44,7 +44,8 @@ def _has_hf32(npu, name):
     return switch is not None and isinstance(getattr(switch, "allow_hf32", None), bool)
 
 
-def rows(torch):
+def rows(torch, npu=None):
+    npu = torch.npu if npu is None else npu
     out = []
     for name, (fn, answer) in FUNCTIONS.items():
         if hasattr(torch.cuda, name):
@@ -58,14 +59,14 @@ def rows(torch):
         row("torch._C._nccl_version_suffix", "b''", "constant", _C.MODE_REPLACE, torch._C,
             "_nccl_version_suffix", _identity.nccl_version_suffix),
     ]
-    if _has_hf32(torch.npu, "matmul"):
+    if _has_hf32(npu, "matmul"):
         out.append(row("torch.backends.cuda.matmul.allow_tf32", "torch.npu.matmul.allow_hf32",
                        "function", _C.MODE_REDIRECT, torch._C, "_set_cublas_allow_tf32",
                        f"{_HERE}:matmul_tf32()", kws=()))
         out.append(row("torch.set_float32_matmul_precision", "torch.npu.matmul.allow_hf32",
                        "function", _C.MODE_REDIRECT, torch._C, "_set_float32_matmul_precision",
                        f"{_HERE}:matmul_precision()", kws=()))
-    if _has_hf32(torch.npu, "conv"):
+    if _has_hf32(npu, "conv"):
         import torch.backends.cudnn as cudnn
 
         out.append(row("torch.backends.cudnn.allow_tf32", "torch.npu.conv.allow_hf32",

@@ -4,7 +4,6 @@ torch.profiler's profile, schedule and tensorboard_trace_handler are
 torch_npu.profiler's, with torch's activities translated (CUDA -> NPU)."""
 
 import functools
-import sys
 
 from .. import _C
 from ._row import row
@@ -49,11 +48,9 @@ def npu_profile(original):
     return profile
 
 
-def _torch_npu_rows(torch):
-    from .. import backends
-
-    npu_profiler = getattr(sys.modules.get("torch_npu"), "profiler", None)
-    if backends.installed != "torch_npu" or npu_profiler is None or not all(
+def _torch_npu_rows(torch, torch_npu):
+    npu_profiler = getattr(torch_npu, "profiler", None)
+    if npu_profiler is None or not all(
             hasattr(npu_profiler, n) for n in ("profile", "ProfilerActivity")):
         return []
     out = [row("torch.profiler.profile", "torch_npu.profiler.profile", "class", _C.MODE_REDIRECT,
@@ -63,19 +60,29 @@ def _torch_npu_rows(torch):
             out.append(row(f"torch.profiler.{name}", f"torch_npu.profiler.{name}", "function",
                            _C.MODE_REDIRECT, torch.profiler, name, f"torch_npu:profiler.{name}",
                            kws=()))
+    if hasattr(npu_profiler, "ProfilerAction"):
+        # What a schedule returns, and torch_npu's profile compares with
+        # its own enum's members: a custom schedule (a function of the
+        # step) names them through torch.profiler.
+        out.append(row("torch.profiler.ProfilerAction", "torch_npu.profiler.ProfilerAction",
+                       "class", _C.MODE_REPLACE, torch.profiler, "ProfilerAction",
+                       "torch_npu:profiler.ProfilerAction"))
     return out
 
 
-def rows(torch):
+def rows(torch, torch_npu=None):
+    """``torch_npu``: Ascend's package when it is the backend, else None."""
     import torch.autograd.profiler as autograd_profiler
     from torch.profiler import ProfilerActivity
 
     profile = autograd_profiler.profile
-    return _torch_npu_rows(torch) + [
-        row("torch.profiler.ProfilerActivity.CUDA", "torch.profiler.ProfilerActivity.PrivateUse1",
-            "constant", _C.MODE_REPLACE, ProfilerActivity, "CUDA",
-            "torch.profiler:ProfilerActivity.PrivateUse1"),
-        row("torch.autograd.profiler.profile(use_cuda=True)",
-            "torch.autograd.profiler.profile(use_device='npu')", "method", _C.MODE_REDIRECT,
-            profile, "__init__", f"{__name__}:use_npu()", binds=True, kws=()),
-    ]
+    out = _torch_npu_rows(torch, torch_npu)
+    # The activity of a device's own profiler came with torch 2.2.
+    if hasattr(ProfilerActivity, "PrivateUse1"):
+        out.append(row("torch.profiler.ProfilerActivity.CUDA",
+                       "torch.profiler.ProfilerActivity.PrivateUse1", "constant", _C.MODE_REPLACE,
+                       ProfilerActivity, "CUDA", "torch.profiler:ProfilerActivity.PrivateUse1"))
+    out.append(row("torch.autograd.profiler.profile(use_cuda=True)",
+                   "torch.autograd.profiler.profile(use_device='npu')", "method", _C.MODE_REDIRECT,
+                   profile, "__init__", f"{__name__}:use_npu()", binds=True, kws=()))
+    return out

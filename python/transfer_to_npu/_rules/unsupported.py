@@ -22,14 +22,8 @@ import types
 from .. import _C
 from ._introspect import module_has, original
 from ._row import row
+from .cuda_module import counterparts
 from .identity import FUNCTIONS as IDENTITY
-
-# Deprecated torch.cuda names for functions the npu has under today's name.
-ALIASES = {
-    "memory_cached": "memory_reserved",
-    "max_memory_cached": "max_memory_reserved",
-    "reset_max_memory_cached": "reset_peak_memory_stats",
-}
 
 # The stand-ins are module functions, so that the table names them by path.
 
@@ -141,15 +135,13 @@ def _is_cuda_function(obj):
     return (getattr(obj, "__module__", "") or "").startswith("torch.cuda")
 
 
-def rows(torch):
-    npu = torch.npu
+def rows(torch, npu=None):
+    npu = torch.npu if npu is None else npu
     out = []
-    listed = dict.fromkeys(IDENTITY, True)  # answered by identity.py
-    for name, target in ALIASES.items():
-        if module_has(torch.cuda, name) and module_has(npu, target):
-            out.append(row(f"torch.cuda.{name}", f"torch.npu.{target}", "function",
-                           _C.MODE_REDIRECT, torch.cuda, name, f"torch:npu.{target}"))
-            listed[name] = True
+    # Names with a counterpart of another name (cuda_module's rows), and
+    # those answered by identity.py.
+    listed = dict.fromkeys(counterparts(torch.cuda, npu), True)
+    listed.update(dict.fromkeys(IDENTITY, True))
     for name, (fn, why) in EXACT.items():
         if module_has(torch.cuda, name) and not module_has(npu, name):
             out.append(row(f"torch.cuda.{name}", why, "function", _C.MODE_REDIRECT, torch.cuda,
@@ -158,7 +150,8 @@ def rows(torch):
     for table, stand_in in ((NOOP, True), (ERROR, False)):
         for dotted, value in table.items():
             owner_path, name = _lookup(torch, dotted)
-            if owner_path is None or (("." not in dotted) and module_has(npu, dotted)):
+            if owner_path is None or dotted in listed or (
+                    "." not in dotted and module_has(npu, dotted)):
                 continue
             fn, why = value if stand_in else (None, value)
             out.append(row(f"torch.cuda.{dotted}", why, "unsupported", _C.MODE_UNSUPPORTED,

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from .. import _C
+from .. import _C, _files
 from ._row import row
 
 
@@ -106,8 +106,7 @@ def _binds(owner_spec):
 def load(path):
     """The rules of the file at path, checked."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _files.read_regular(path)
     except OSError as exc:
         raise RulesError(f"TRANSFER_TO_NPU_RULES={path!r}: cannot read it ({exc.strerror})") \
             from None

@@ -43,16 +43,41 @@ def is_hccl_available():
     return "hccl" in dist.Backend.backend_list
 
 
+# What the virtual NPU builds on, and the oldest torch that has it all.
+# torch._C._acc: the Python device guard and hooks of a PrivateUse1 device
+# defined in Python (torch.utils.backend_registration's
+# _setup_privateuseone_for_python_backend).  torch._C._dlpack_exchange_api:
+# the C function table through which the C core reads and makes tensors
+# over the same memory (host_alias.c, host_call.c), without a DLPack
+# capsule per call.
+VIRTUAL_NEEDS = ("_acc", "_dlpack_exchange_api")
+# The first with both (torch 2.8's and 2.9's wheels have neither
+# _dlpack_exchange_api nor backend_registration's Python backend set-up).
+VIRTUAL_MIN_TORCH = "2.10"
+
+
+def _virtual_missing():
+    import torch
+
+    return [name for name in VIRTUAL_NEEDS if not hasattr(torch._C, name)]
+
+
+def virtual_supported():
+    """Whether the running torch has what the virtual NPU builds on."""
+    return not _virtual_missing()
+
+
 def _virtual():
     """The virtual NPU module, after checking torch has what it builds on."""
     import torch
 
-    missing = [name for name in ("_dlpack_exchange_api", "_acc") if not hasattr(torch._C, name)]
+    missing = _virtual_missing()
     if missing:
         raise ImportError(
-            f"the virtual NPU needs a newer PyTorch than {torch.__version__} (it builds on "
-            f"{', '.join('torch._C.' + m for m in missing)}); install torch_npu to use Ascend "
-            f"hardware, or a newer torch")
+            f"the virtual NPU needs PyTorch {VIRTUAL_MIN_TORCH} or newer, found "
+            f"{torch.__version__}: it builds on {', '.join('torch._C.' + m for m in missing)}. "
+            f"On Ascend hardware install torch_npu (the migration then targets it, on any "
+            f"torch from 2.1); to run on the host, install torch>={VIRTUAL_MIN_TORCH}")
     from . import virtual
 
     return virtual

@@ -9,40 +9,33 @@ machine.
 
 import atexit
 import functools
+import signal
 import sys
+import threading
 
 import torch
 
-from ... import _C, _table, _torch_facts
+from ... import _C
 from . import devices, npu, random
 
 NAME = "virtual"
 HCCL = "hccl"
 _installed = False
 
+# What torch's C++ asks the device, answered from C (_C.constant): some of
+# it is asked where an exception ends the process (the device guard's
+# type_(), under the stream guards' destructors in autograd), and a Python
+# method would raise a pending KeyboardInterrupt there.
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
-    def is_available(self):
-        return True
+    is_built = has_primary_context = _C.constant(True)
 
-    def has_primary_context(self, dev_id):
-        return True
-
-    def is_built(self):
-        return True
+    def __init__(self, available):
+        super().__init__()
+        self.is_available = _C.constant(available)
 
 
 class _DeviceGuard(torch._C._acc.DeviceGuard):
-    def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
-
-
-def lazy(name, original=None):
-    """The function ``name`` of this package ("module:function", or
-    "module:factory()" for what factory(original) makes), loaded at its
-    first call: what the virtual NPU puts in torch at import loads its
-    module only when a process uses it (a DataLoader worker, a tool never
-    does)."""
-    return _C.lazy(f"{__name__}.{name}", _table.resolve, original)
+    type_ = _C.constant(torch._C._autograd.DeviceType.PrivateUse1)
 
 
 # Composite ops (no cpu kernel of their own) that call a kernel stub
@@ -51,20 +44,38 @@ def lazy(name, original=None):
 HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
 
 
+@functools.lru_cache(maxsize=None)
 def dispatched_by_device():
-    """The names of the ops dispatched by their device argument (their
-    BackendSelect kernel), and of those of them with a cpu kernel.  Cached
-    per torch build."""
-    facts = _torch_facts.section(torch, "backend_select")
-    if "names" not in facts:
-        from . import ops  # which ops run with the cpu's kernel: learnt once per build
+    """The ops torch dispatches by their device argument (those with a
+    BackendSelect kernel: the factories)."""
+    return frozenset(q for q in torch._C._dispatch_get_registrations_for_dispatch_key(
+        "BackendSelect") if q.startswith("aten::"))
 
-        names = {q for q in torch._C._dispatch_get_registrations_for_dispatch_key("BackendSelect")
-                 if q.startswith("aten::")}
-        facts["names"] = sorted(names)
-        facts["host_kernels"] = sorted(names & ops.torch_host_kernel_names())
-        _torch_facts.changed("backend_select")
-    return facts
+
+def runs_host_kernel(qualified):
+    """Whether the npu runs aten op ``qualified`` with the cpu's own kernel:
+    one that has one, but for one whose CompositeImplicitAutograd kernel is
+    also its autograd, which a backend kernel would hide.  Also a composite
+    Scalar overload (``remainder.Scalar``...): it only wraps the number and
+    calls the Tensor overload, which takes a number badly through a Python
+    kernel."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    keys = torch._C.DispatchKey
+    if has(qualified, keys.CPU):
+        return not has(qualified, keys.CompositeImplicitAutograd)
+    name, _, overload = qualified.partition(".")
+    return ("Scalar" in overload and has(qualified, keys.CompositeExplicitAutograd)
+            and not any("Device" in str(a.type)
+                        for a in torch._C._get_schema(name, overload).arguments))
+
+
+def host_kernel_names():
+    """The aten ops the npu runs with the cpu's own kernel."""
+    candidates = set()
+    for key in ("CPU", "CompositeExplicitAutograd"):
+        candidates.update(q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
+                          if q.startswith("aten::"))
+    return frozenset(q for q in candidates if runs_host_kernel(q))
 
 
 # Registrations live as long as these libraries do.
@@ -98,22 +109,23 @@ def register_at_import():
     """Register the kernels torch may call before the first npu tensor:
     those of the ops that reach the npu by their device argument (the
     factories and ``.to()``: factories.py), and pinning cpu tensors
-    (pinned.py: a DataLoader may pin before any npu tensor exists).  Each
-    is named by reference (``lazy``), unless the op has an npu kernel
-    already."""
+    (pinned.py: a DataLoader may pin before any npu tensor exists), unless
+    the op has an npu kernel already."""
+    from . import factories, pinned
+
     lib = torch.library.Library("aten", "IMPL")
-    kernels = {"_to_copy": lazy("factories:to_copy")}
+    kernels = {"_to_copy": factories.to_copy}
     for name in HOST_OVERRIDES:
-        kernels[name] = lazy("factories:host_override()", name)
-    for qualified in dispatched_by_device()["host_kernels"]:
+        kernels[name] = factories.host_override(name)
+    for qualified in sorted(q for q in dispatched_by_device() if runs_host_kernel(q)):
         # The generic path, by name: the C core resolves the op at its
         # first call.
         kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
     for name, kernel in kernels.items():
         impl(lib, name, lambda kernel=kernel: kernel, "PrivateUse1")
-    register_kernel(lib, "_pin_memory", lazy("pinned:pin_memory"), "CPU")
-    register_kernel(lib, "is_pinned", lazy("pinned:is_pinned"), "CPU")
-    _C.pin_made(lazy("pinned:pin_made"))
+    register_kernel(lib, "_pin_memory", pinned.pin_memory, "CPU")
+    register_kernel(lib, "is_pinned", pinned.is_pinned, "CPU")
+    _C.pin_made(pinned.pin_made)
     _libraries.append(lib)
 
 
@@ -126,23 +138,26 @@ def install(backend_module=None):
         return
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
+    from . import ddp, methods, registry
+
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", "npu"):
         raise RuntimeError(
             f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
             f"{current!r}")
     _setup_privateuseone_for_python_backend(
-        "npu", backend_module=npu if backend_module is None else backend_module, hook=_Hooks(),
-        device_guard=_DeviceGuard())
+        "npu", backend_module=npu if backend_module is None else backend_module,
+        hook=_Hooks(devices.count() > 0), device_guard=_DeviceGuard())
     # Most kernels wait for the first npu tensor (registry.complete()):
     # registering them takes tens of milliseconds, which a process that
     # never uses the npu (a DataLoader worker, a tool) should not pay at
     # import.
     _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    lazy("registry:complete"))
+                    registry.complete, devices.count())
+    _C.host_recount(devices.recount)
     register_at_import()
     # Tensor.npu in C (methods.py has its other calls).
-    torch.Tensor.npu = _C.npu_method(lazy("methods:npu"), torch._C.TensorBase.to,
+    torch.Tensor.npu = _C.npu_method(methods.npu, torch._C.TensorBase.to,
                                      torch._C._has_torch_function_unary)
     random.install()
     npu.default_generators = random.default_generators
@@ -152,20 +167,33 @@ def install(backend_module=None):
     devices.install_autograd_workaround()
     # Before the patcher wraps DDP's __init__ in turn: disable() puts back
     # what it found, this (ddp.py).
-    ddp = torch.nn.parallel.DistributedDataParallel
-    ddp.__init__ = lazy("ddp:without_unused_parameters()", ddp.__init__)
+    ddp_class = torch.nn.parallel.DistributedDataParallel
+    ddp_class.__init__ = ddp.without_unused_parameters(ddp_class.__init__)
     _install_accelerator()
     _install_hccl()
+    _defer_interrupts()
     _installed = True
+
+
+def _defer_interrupts():
+    """Ctrl-C raises KeyboardInterrupt at the interpreter's next instruction
+    rather than wherever the signal handlers run: torch's C++ runs them from
+    places where an exception ends the process (callbacks.c says where).
+    Only in place of the default handler, which only the main thread can
+    set."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, _C.interrupt_later)
 
 
 def _install_storage():
     """npu storages, made as the storage of an npu byte tensor
     (storage.py)."""
-    # Not wrapped in a staticmethod, which would read the function's name
-    # and doc, loading it: looked up on the class, it binds to nothing, as
-    # a function set there does.
-    torch.UntypedStorage.__new__ = lazy("storage:untyped_storage_new")
+    from . import storage
+
+    # A function set on a class binds to nothing when looked up there, as
+    # __new__ must.
+    torch.UntypedStorage.__new__ = storage.untyped_storage_new
     # storage.npu() and storage.is_npu, as on tensors and modules: the
     # classic map_location=lambda storage, loc: storage.npu() needs them.
     if not hasattr(torch.UntypedStorage, "npu"):
@@ -175,31 +203,28 @@ def _install_storage():
         _generate_storage_methods_for_privateuse1_backend("npu")
 
 
-# The torch._C functions behind torch.accelerator -> what answers them when
-# the npu is torch's accelerator (accelerator.py says why).
-_ACCELERATOR = {
-    "_accelerator_setDeviceIndex": "accelerator:set_device_index",
-    "_accelerator_exchangeDevice": "accelerator:exchange_device",
-    "_accelerator_maybeExchangeDevice": "accelerator:exchange_device",
-    "_accelerator_synchronizeDevice": "accelerator:synchronize_device",
-    "_accelerator_getDeviceStats": "npu:memory_stats_as_nested_dict",
-    "_accelerator_emptyCache": "npu:empty_cache",
-    "_accelerator_resetPeakStats": "npu:reset_peak_memory_stats",
-    "_accelerator_resetAccumulatedStats": "npu:reset_accumulated_memory_stats",
-    "_accelerator_getMemoryInfo": "npu:mem_get_info",
-}
-
-
 def _install_accelerator():
     """torch.accelerator answered from torch.npu when the npu is torch's
-    accelerator (a build with CUDA keeps its own)."""
+    accelerator (a build with CUDA keeps its own; accelerator.py says why)."""
     get = getattr(torch._C, "_accelerator_getAccelerator", None)
-    accelerator = get() if get is not None else None
-    if accelerator is None or accelerator.type != "npu":
+    accelerator_device = get() if get is not None else None
+    if accelerator_device is None or accelerator_device.type != "npu":
         return
-    replacements = {"_accelerator_getDeviceIndex": devices.current,  # C: no frame for compiled code
-                    "_accelerator_isAllocatorInitialized": npu.is_initialized}
-    replacements.update((name, lazy(ref)) for name, ref in _ACCELERATOR.items())
+    from . import accelerator, memory
+
+    replacements = {
+        "_accelerator_getDeviceIndex": devices.current,  # C: no frame for compiled code
+        "_accelerator_isAllocatorInitialized": npu.is_initialized,
+        "_accelerator_setDeviceIndex": accelerator.set_device_index,
+        "_accelerator_exchangeDevice": accelerator.exchange_device,
+        "_accelerator_maybeExchangeDevice": accelerator.exchange_device,
+        "_accelerator_synchronizeDevice": accelerator.synchronize_device,
+        "_accelerator_getDeviceStats": memory.memory_stats_as_nested_dict,
+        "_accelerator_emptyCache": memory.empty_cache,
+        "_accelerator_resetPeakStats": memory.reset_peak_memory_stats,
+        "_accelerator_resetAccumulatedStats": memory.reset_accumulated_memory_stats,
+        "_accelerator_getMemoryInfo": memory.mem_get_info,
+    }
     for name, replacement in replacements.items():
         if hasattr(torch._C, name):
             setattr(torch._C, name, replacement)

@@ -7,8 +7,7 @@ and cannot synchronise.  So, when the npu is torch's accelerator, the
 ``torch._C`` functions behind torch.accelerator answer from ``torch.npu``
 (``set_device_index``, ``current_device_index``, ``device_index``,
 ``synchronize`` and the memory figures): the virtual NPU puts those in
-place at import (``_ACCELERATOR`` in its __init__), and the ones here load
-at the first call of one.  Streams stay torch's: compiled code asks for
+place at import (``_install_accelerator`` in its __init__).  Streams stay torch's: compiled code asks for
 them between frames, where a Python function of ours would itself be
 compiled.
 """

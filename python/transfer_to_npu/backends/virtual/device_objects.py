@@ -1,7 +1,6 @@
 """The objects of torch.npu's device interface that a script makes:
 ``torch.npu.device`` and ``torch.npu.device_of`` (context managers that make
-an npu current) and what ``get_device_properties()`` returns.  Loaded at
-their first use (npu.py's lazy parts)."""
+an npu current) and what ``get_device_properties()`` returns."""
 
 import os
 
@@ -14,7 +13,9 @@ class device:
     block."""
 
     def __init__(self, device):
-        self.idx = -1 if device is None else devices.index_of(device)
+        # None and a negative index change nothing, as with torch.cuda.device.
+        self.idx = (-1 if device is None or devices.is_negative_index(device)
+                    else devices.index_of(device))
         self.prev_idx = -1
 
     def __enter__(self):

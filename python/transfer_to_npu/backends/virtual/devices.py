@@ -55,12 +55,16 @@ def visible():
     """The physical ids of the visible devices, in their visible order."""
     n = physical_count()
     raw = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
-    if raw is None or raw.strip() == "":
+    if raw is None:
         return tuple(range(n))
+    if raw.strip() == "":
+        return ()  # as CUDA_VISIBLE_DEVICES="": no device
     ids = []
     for item in raw.split(","):
         item = item.strip()
         if not item.isdigit() or int(item) >= n or int(item) in ids:
+            if item.startswith("-") and item[1:].isdigit():
+                break  # "-1": no device, on purpose
             warnings.warn(
                 f"ASCEND_RT_VISIBLE_DEVICES={raw!r}: {item!r} names no virtual NPU (there "
                 f"{'is' if n == 1 else 'are'} {n}, set by TRANSFER_TO_NPU_VIRTUAL_DEVICES); "
@@ -74,8 +78,7 @@ def _after_fork_in_child():
     # A launcher that forks its workers (torch elastic's 'fork' start
     # method, as accelerate's notebook_launcher uses it) tells each how many
     # devices the node has (LOCAL_WORLD_SIZE) after the fork: the numbers
-    # are read again at their next use (and random.generator() makes the
-    # generators of the npus added).
+    # are read again at their next use (recount()).
     physical_count.cache_clear()
     visible.cache_clear()
 
@@ -101,10 +104,18 @@ def provide(n):
     os.environ["TRANSFER_TO_NPU_VIRTUAL_DEVICES"] = str(n)
     physical_count.cache_clear()
     visible.cache_clear()
+    return n <= recount()
+
+
+def recount():
+    """The number of visible npus as read now, the generators of those
+    added made: what the C core asks for an index beyond the number it
+    has."""
     from . import random
 
-    random.grow(count())
-    return n <= count()
+    n = count()
+    random.grow(n)
+    return n
 
 
 # The current device is kept per thread by the C core, which also places
@@ -114,13 +125,15 @@ set_current = _C.set_current_device
 
 
 def check_index(index):
-    n = count()
-    if not 0 <= index < n:
-        raise RuntimeError(
-            f"Invalid device ordinal: npu:{index} (there {'is' if n == 1 else 'are'} {n} "
-            f"visible virtual NPU{'' if n == 1 else 's'}; see TRANSFER_TO_NPU_VIRTUAL_DEVICES "
-            f"and ASCEND_RT_VISIBLE_DEVICES)")
-    return index
+    """index, if npu:index exists; else RuntimeError ("Invalid device
+    ordinal"), as the C core raises for a tensor made there."""
+    return _C.check_device_index(index)
+
+
+def is_negative_index(device):
+    """Whether device is a negative int, which CUDA's set_device and device
+    context take for 'no change'."""
+    return isinstance(device, int) and not isinstance(device, bool) and device < 0
 
 
 def index_of(device, optional=True):

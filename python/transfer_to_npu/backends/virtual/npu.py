@@ -17,39 +17,6 @@ from . import devices, random  # noqa: F401  (torch.npu.random, as torch_npu's)
 from .random import (get_rng_state, get_rng_state_all, initial_seed, manual_seed,
                      manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all)
 
-# The parts a script may never use load at their first use (streams and
-# events, memory figures, the device's context managers and properties, the
-# legacy typed tensors): name -> its module.
-_LAZY = {
-    **dict.fromkeys(("Event", "Stream", "StreamContext", "current_stream", "default_stream",
-                     "set_stream", "stream"), "streams"),
-    **dict.fromkeys(("empty_cache", "max_memory_allocated", "max_memory_reserved",
-                     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats",
-                     "memory_stats_as_nested_dict", "memory_summary",
-                     "reset_accumulated_memory_stats", "reset_max_memory_allocated",
-                     "reset_peak_memory_stats"), "memory"),
-    **dict.fromkeys(("device", "device_of", "get_device_properties"), "device_objects"),
-    **dict.fromkeys(("BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor",
-                     "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"),
-                    "typed_tensors"),
-    "memory": None,  # the module itself, as torch.cuda.memory
-    "amp": None,  # torch.npu.amp, as torch_npu's
-}
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
-    module = importlib.import_module(f"{__package__}.{_LAZY[name] or name}")
-    value = module if _LAZY[name] is None else getattr(module, name)
-    globals()[name] = value  # found in the module's dict from now on
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
-
 # `import torch.npu.amp` too, as with torch_npu (`from torch.npu.amp import
 # GradScaler`): torch.npu is a package whose submodules a finder at the end
 # of sys.meta_path supplies (virtual/__init__.py puts it there), loading
@@ -80,17 +47,6 @@ class Submodules:
         module.__spec__ = module.__spec__.loader_state
 
 
-def load_lazy():
-    """Load the lazy parts (at the first npu tensor, with the kernels): the
-    interpreter specialises no attribute look-up on a module that has a
-    __getattr__, which made each torch.npu.X of a training loop some 20 ns
-    slower."""
-    for name in _LAZY:
-        if name not in globals():
-            __getattr__(name)
-    globals().pop("__getattr__", None)
-    globals().pop("__dir__", None)
-
 __all__ = [
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
     "synchronize", "device", "device_of", "get_device_name", "get_device_capability",
@@ -119,7 +75,7 @@ _initialized = False
 # --- devices --------------------------------------------------------------
 
 def is_available():
-    return True
+    return devices.count() > 0
 
 
 def is_initialized():
@@ -150,6 +106,8 @@ def current_device():
 
 
 def set_device(device):
+    if devices.is_negative_index(device):
+        return  # as torch.cuda.set_device(-1): nothing to set
     devices.set_current(devices.index_of(device, optional=False))
     if not _initialized:
         init()
@@ -191,3 +149,20 @@ def get_amp_supported_dtype():
 
 # One generator per visible npu, set when the device is installed.
 default_generators = ()
+
+
+# The rest of the device module, each part in a module of its own (they
+# import what is above).
+from . import amp, memory  # noqa: E402  (torch.npu.amp and torch.npu.memory, as torch.cuda's)
+from .device_objects import device, device_of, get_device_properties  # noqa: E402
+from .memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: E402
+                     mem_get_info, memory_allocated, memory_reserved, memory_stats,
+                     memory_stats_as_nested_dict, memory_summary,
+                     reset_accumulated_memory_stats, reset_max_memory_allocated,
+                     reset_peak_memory_stats)
+from .streams import (Event, Stream, StreamContext, current_stream,  # noqa: E402
+                      default_stream, set_stream, stream)
+from .ascend_settings import config, conv, matmul, set_compile_mode, set_option  # noqa: E402
+from .typed_tensors import (BFloat16Tensor, BoolTensor, ByteTensor,  # noqa: E402
+                            CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
+                            LongTensor, ShortTensor)

@@ -30,9 +30,9 @@ import functools
 
 import torch
 
-from ... import _C, _torch_facts
+from ... import _C
 from . import attention, random_ops, registry, rnn, storage, sync_batch_norm
-from . import dispatched_by_device
+from . import dispatched_by_device, host_kernel_names
 from .factories import host as _host, is_npu as _is_npu, op_of
 
 aten = torch.ops.aten
@@ -353,33 +353,6 @@ def _is_set_to(self, tensor):
             and self.size() == tensor.size() and self.stride() == tensor.stride())
 
 
-def _host_kernel_names():
-    """aten ops the npu can run with the cpu's own kernel: those that have
-    one, but for those whose CompositeImplicitAutograd kernel is also their
-    autograd, which a backend kernel would hide.  Plus the composite Scalar
-    overloads (``remainder.Scalar``...): they only wrap the number and call
-    the Tensor overload, which takes a number badly through a Python
-    kernel.  (Those with a kernel written here are left out by _kernels.)
-    What comes from torch is fixed for a build, and cached with it."""
-    facts = _torch_facts.section(torch, "host_kernels")
-    if "names" not in facts:
-        facts["names"] = sorted(torch_host_kernel_names())
-        _torch_facts.changed("host_kernels")
-    return facts["names"]
-
-
-def torch_host_kernel_names():
-    def registered(key):
-        return {q for q in torch._C._dispatch_get_registrations_for_dispatch_key(key)
-                if q.startswith("aten::")}
-
-    cpu = registered("CPU")
-    scalar = {q for q in registered("CompositeExplicitAutograd") - cpu
-              if "Scalar" in q.partition(".")[2]
-              and not any("Device" in str(a.type) for a in op_of(q)._schema.arguments)}
-    return (cpu - registered("CompositeImplicitAutograd")) | scalar
-
-
 # --- registration ---------------------------------------------------------
 
 _IMPLS = {
@@ -528,7 +501,7 @@ def _own_kernels():
 def _kernels():
     """The kernels of the ops on npu tensors, which the ops dispatched by a
     device argument (factories.py) are not: (op name, key, maker)."""
-    by_device = set(dispatched_by_device()["names"])
+    by_device = dispatched_by_device()
     own = set()
     for name, key, make in _own_kernels():
         if key == "PrivateUse1":
@@ -536,7 +509,7 @@ def _kernels():
         yield name, key, make
     # Not the ops written here, among them the in-place view ops (resize_,
     # set_), which change the npu tensor itself.
-    for qualified in _host_kernel_names():
+    for qualified in sorted(host_kernel_names()):
         if qualified not in own and qualified not in by_device:
             # By name: the C core resolves the op at its first call.
             yield qualified[len("aten::"):], "PrivateUse1", lambda q=qualified: (

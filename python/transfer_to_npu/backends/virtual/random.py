@@ -33,13 +33,15 @@ class Generator(_HostGenerator):
     """An npu generator: what ``torch.Generator(device='npu')`` (or
     ``'npu:N'``) makes."""
 
-    def __new__(cls, device):
+    def __new__(cls, device, *, counted=False):
         generator = super().__new__(cls)
-        generator._npu_device = devices.as_device(device)
+        # counted: the device is one being added to the count (grow), which
+        # asking the count about it again would only repeat.
+        generator._npu_device = device if counted else devices.as_device(device)
         _npu_generators[generator._cdata] = generator
         return generator
 
-    def __init__(self, device):
+    def __init__(self, device, *, counted=False):
         pass
 
     @property
@@ -70,7 +72,7 @@ def _npu_target(args, kwargs):
 
 
 def _seeded_generator(index):
-    generator = Generator(torch.device("npu", index))
+    generator = Generator(torch.device("npu", index), counted=True)
     # A seed set before the npu existed (torch.manual_seed before
     # `import transfer_to_npu`) applies to it too.
     generator.manual_seed(torch.initial_seed())
@@ -124,7 +126,7 @@ def generator(index):
     try:
         return default_generators[index]
     except IndexError:
-        devices.check_index(index)
+        devices.check_index(index)  # counted again (recount), or refused
         grow(devices.count())
         return default_generators[index]
 

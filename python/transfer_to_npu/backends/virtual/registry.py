@@ -13,7 +13,7 @@ import threading
 
 import torch
 
-from ... import _C, _torch_facts
+from ... import _C
 from . import impl, npu  # noqa: F401  (impl: one check, at import and here)
 
 # The kernels left for the first npu tensor: registered once, under this
@@ -47,7 +47,6 @@ def complete():
             from . import autocast, hccl, ops, pinned, storage_resize
 
             npu.init()  # its first tensor
-            npu.load_lazy()
 
             _C.host_handlers(ops.classify, ops.retry, ops.op_of)
             ops.register()
@@ -59,7 +58,6 @@ def complete():
             _complete["done"] = True
         finally:
             _complete["running"] = False
-        _torch_facts.save()
         return True
 
 

@@ -1,30 +1,45 @@
-"""torch_npu.npu of the stand-in: the virtual NPU's device module, with the
-calls tests look for recorded in ``calls``."""
+"""torch_npu.npu of the stand-in: the virtual NPU's device module (or, with
+no kernels, the few functions a device module needs), with the calls tests
+look for recorded in ``calls`` (names) and ``arguments`` (name -> the last
+call's positional arguments)."""
 import functools
 
-from transfer_to_npu.backends.virtual import npu as _virtual
+from .. import KERNELS
 
 calls = []
-
-for _name in dir(_virtual):
-    if not _name.startswith("__") and _name != "amp":
-        globals()[_name] = getattr(_virtual, _name)
-
-from . import amp  # noqa: E402  (its own, not the virtual NPU's)
+arguments = {}
 
 
 def _recorded(fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
         calls.append(fn.__name__)
+        arguments[fn.__name__] = args
         return fn(*args, **kwargs)
 
     return call
 
 
-synchronize = _recorded(_virtual.synchronize)
-set_device = _recorded(_virtual.set_device)
-device_count = _recorded(_virtual.device_count)
+if KERNELS:
+    from transfer_to_npu.backends.virtual import npu as _device
+else:
+    from . import _bare as _device
+
+for _name in dir(_device):
+    if not _name.startswith("__") and _name != "amp":
+        globals()[_name] = getattr(_device, _name)
+if KERNELS:
+    from . import amp  # noqa: E402  (its own, not the virtual NPU's)
+
+# torch_npu's names for what CUDA calls otherwise (graphs, the pluggable
+# allocator), and its memory module (the allocator's history).
+from . import graphs, memory  # noqa: E402
+from .graphs import NPUGraph, graph, graph_pool_handle, make_graphed_callables  # noqa: E402
+from .memory import NPUPluggableAllocator  # noqa: E402
+
+synchronize = _recorded(_device.synchronize)
+set_device = _recorded(_device.set_device)
+device_count = _recorded(_device.device_count)
 
 
 class _HF32Switch:

@@ -1,0 +1,71 @@
+"""The packages served while migrating (``_served.py``): each of their
+functions and classes is a row, patched in the served module when it
+loads (the import hook waits for it), so that its calls are counted,
+logged and reported as any migrated call is.  Rows name the served module
+of this package they patch and the implementation they call; the source
+is the name the user's code imports.
+
+torch_npu's rows exist on the virtual NPU only: with Ascend's torch_npu,
+``import torch_npu`` is Ascend's own.
+"""
+
+from .. import _C
+from ._row import row
+
+_SERVED = "transfer_to_npu.served"
+
+_ATTENTION = {"virtual": "torch.nn.functional.scaled_dot_product_attention",
+              "torch_npu": "torch_npu.npu_fusion_attention"}
+_REFERENCE = "its reference math in torch ops (virtual NPU)"
+
+# (module the user imports, served module, implementation module,
+#  {name: (kind, target)}); a target of None is the backend's attention.
+PACKAGES = (
+    ("torch_npu", "torch_npu", "_fused_ops",
+     dict.fromkeys(("npu_fusion_attention", "npu_rms_norm", "npu_rotary_mul", "npu_swiglu",
+                    "npu_geglu", "npu_apply_adam", "npu_apply_adam_w"),
+                   ("function", _REFERENCE))
+     | {"npu_format_cast": ("function", "the tensor itself (the virtual NPU has one format)")}),
+    ("torch_npu.optim", "torch_npu_optim", "_optimizers",
+     {"NpuFusedAdam": ("class", "torch.optim.Adam"),
+      "NpuFusedAdamW": ("class", "torch.optim.AdamW"),
+      "NpuFusedSGD": ("class", "torch.optim.SGD")}),
+    ("flash_attn", "flash_attn", "_flash",
+     dict.fromkeys(("flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func",
+                    "flash_attn_varlen_func", "flash_attn_varlen_kvpacked_func",
+                    "flash_attn_varlen_qkvpacked_func"), ("function", None))),
+    ("xformers.ops", "xformers_ops", "_xformers",
+     dict.fromkeys(("memory_efficient_attention", "memory_efficient_attention_forward"),
+                   ("function", None))),
+    ("apex.amp", "apex_amp", "_amp",
+     {"initialize": ("function", "torch.autocast(dtype=torch.float16) and a loss scaler"),
+      "scale_loss": ("function",
+                     "loss scaling (torch._amp_foreach_non_finite_check_and_unscale_)")}),
+    ("apex.optimizers", "apex_optimizers", "_optimizers",
+     {"FusedAdam": ("class", "torch.optim.Adam (AdamW mode: decoupled weight decay)"),
+      "FusedLAMB": ("class", "LAMB in torch ops"), "FusedSGD": ("class", "torch.optim.SGD")}),
+    ("apex.normalization", "apex_normalization", "_layers",
+     {"FusedLayerNorm": ("class", "torch.nn.LayerNorm"),
+      "MixedFusedLayerNorm": ("class", "torch.nn.LayerNorm"),
+      "FusedRMSNorm": ("class", "torch.nn.RMSNorm"),
+      "MixedFusedRMSNorm": ("class", "torch.nn.RMSNorm")}),
+    ("apex.parallel", "apex_parallel", "_layers",
+     {"DistributedDataParallel": ("class", "torch.nn.parallel.DistributedDataParallel"),
+      "SyncBatchNorm": ("class", "torch.nn.SyncBatchNorm"),
+      "convert_syncbn_model": ("function", "torch.nn.SyncBatchNorm.convert_sync_batchnorm")}),
+)
+
+
+def rows(torch):
+    from .. import backends
+
+    backend = backends.installed
+    out = []
+    for public, served, implementation, names in PACKAGES:
+        if public.partition(".")[0] == "torch_npu" and backend != "virtual":
+            continue
+        for name, (kind, target) in names.items():
+            out.append(row(f"{public}.{name}", target or _ATTENTION[backend], kind,
+                           _C.MODE_REDIRECT, f"{_SERVED}.{served}", name,
+                           f"{_SERVED}.{implementation}:{name}", kws=()))
+    return out

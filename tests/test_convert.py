@@ -1,0 +1,330 @@
+"""python -m transfer_to_npu convert: a migrated copy of a code base, with
+every other byte kept, that trains on the virtual NPU as the migrated
+original does."""
+import ast
+import os
+import re
+import shutil
+import textwrap
+
+import pytest
+
+import static_trees
+from conftest import EXAMPLES, ROOT, run_python
+
+from transfer_to_npu import analyze, convert
+
+SEEDS = ROOT / "tests" / "data" / "seeds"
+COMMENT = "# transfer_to_npu: "
+
+
+@pytest.fixture(scope="module")
+def sp():
+    return analyze.spellings()
+
+
+def converted(sp, tmp_path, files):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for name, text in files.items():
+        path = src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    report = convert.convert(str(src), str(dst), spellings_=sp)
+    return dst, report
+
+
+def test_converted_text(sp, tmp_path):
+    dst, report = converted(sp, tmp_path, {"train.py": """\
+        import os
+        import torch  # the framework
+        import torch.distributed as dist
+        from torch.cuda.amp import autocast, GradScaler
+
+        DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+        def main(local_rank, ckpt="/runs/cuda_baseline/last.pt"):
+            torch.cuda.set_device(local_rank)
+            dist.init_process_group(backend="nccl", init_method="env://")
+            model = Net().cuda(local_rank)
+            state = torch.load(ckpt, map_location={"cuda:0": f"cuda:{local_rank}"})
+            scaler = torch.amp.GradScaler()
+            with autocast():
+                out = model(torch.randn(2, 8,
+                                        device=DEVICE))  # keeps its layout
+            if out.is_cuda:
+                torch.cuda.nvtx.range_push("step")
+            return out.to(f'cuda:{local_rank}', non_blocking=True)
+    """})
+    assert (dst / "train.py").read_text(encoding="utf-8") == textwrap.dedent("""\
+        import os
+        import torch  # the framework
+        import torch_npu
+        import torch.distributed as dist
+        from torch.npu.amp import autocast, GradScaler
+
+        DEVICE = 'npu' if torch.npu.is_available() else 'cpu'
+
+
+        def main(local_rank, ckpt="/runs/cuda_baseline/last.pt"):
+            torch.npu.set_device(local_rank)
+            dist.init_process_group(backend="hccl", init_method="env://")
+            model = Net().npu(local_rank)
+            state = torch.load(ckpt, map_location={"npu:0": f"npu:{local_rank}"})
+            scaler = torch.amp.GradScaler(device='npu')
+            with autocast():
+                out = model(torch.randn(2, 8,
+                                        device=DEVICE))  # keeps its layout
+            if out.is_npu:
+                # transfer_to_npu: torch.cuda.nvtx.range_push: NVTX ranges annotate CUDA profiles; skipped
+                torch.cuda.nvtx.range_push("step")
+            return out.to(f'npu:{local_rank}', non_blocking=True)
+    """)
+    unsupported = report.rows("unsupported")
+    assert [(r["line"], r["api"]) for r in unsupported] == [(19, "torch.cuda.nvtx.range_push")]
+    assert (dst / "migration_report" / "unsupported_api.csv").exists()
+
+
+def test_left_as_written_with_a_comment(sp, tmp_path):
+    dst, report = converted(sp, tmp_path, {"model.py": """\
+        import torch
+        import flash_attn
+        from torch.cuda import synchronize, OutOfMemoryError
+
+
+        class Attention(torch.nn.Module):
+            @torch.no_grad()
+            def forward(self, q):
+                if q.device.type == 'cuda':
+                    return flash_attn.flash_attn_func(q, q, q)
+                return q
+    """})
+    text = (dst / "model.py").read_text(encoding="utf-8")
+    assert text == textwrap.dedent(f"""\
+        import torch
+        import torch_npu
+        {COMMENT}flash_attn: FlashAttention's CUDA kernels: no NPU build
+        import flash_attn
+        {COMMENT}torch.cuda: imports OutOfMemoryError, which the NPU module lacks
+        from torch.cuda import synchronize, OutOfMemoryError
+
+
+        class Attention(torch.nn.Module):
+            @torch.no_grad()
+            def forward(self, q):
+                {COMMENT}device check: tests for a CUDA device: after migration the device is the npu
+                if q.device.type == 'cuda':
+                    {COMMENT}flash_attn.flash_attn_func: FlashAttention's CUDA kernels: no NPU build
+                    return flash_attn.flash_attn_func(q, q, q)
+                return q
+    """)
+    assert {(r["line"], r["kind"]) for r in report.rows("unsupported")} == {
+        (3, "hand_edit"), (9, "hand_edit")}
+    assert {(r["line"], r["kind"]) for r in report.rows("cuda_op")} == {
+        (2, "package"), (10, "package_api")}
+
+
+def _code_lines(text):
+    """The lines of a converted file that came from the original: without
+    the lines convert adds."""
+    return [l for l in text.splitlines(keepends=True)
+            if l.strip() != "import torch_npu" and not l.lstrip().startswith(COMMENT)]
+
+
+def test_every_other_byte_is_kept(sp, tmp_path):
+    """The seeds and the examples: the copy parses, and differs from the
+    original only on the lines with a change (plus the lines it adds);
+    comments (Chinese ones too), quotes, CRLF line ends, a declared
+    encoding, other files and links are as they were."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    shutil.copytree(EXAMPLES, src / "examples")
+    shutil.copytree(SEEDS, src / "seeds")
+    crlf = b"import torch\r\nx = torch.zeros(1, device='cuda')\r\n# end\r\n"
+    (src / "crlf.py").write_bytes(crlf)
+    latin = b"# -*- coding: latin-1 -*-\nimport torch\nd = torch.device('cuda')  # caf\xe9\n"
+    (src / "latin.py").write_bytes(latin)
+    (src / "data.bin").write_bytes(bytes(range(256)))
+    (src / "notes.md").write_text("run with device cuda\n")
+    os.symlink("examples/train_cnn.py", src / "train.py")
+    report = convert.convert(str(src), str(dst), spellings_=sp)
+    assert not report.skipped
+    changed = {}  # the lines an edit was made on (an import bound anew changes no use)
+    for f in report.findings:
+        for e in f.edits:
+            if e[0] != "insert_after":
+                changed.setdefault(os.path.relpath(f.file, src), set()).add(e[1][0])
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        if path.is_symlink():
+            continue
+        original = path.read_bytes().decode("latin-1" if rel.name == "latin.py" else "utf-8")
+        text = (dst / rel).read_bytes().decode("latin-1" if rel.name == "latin.py" else "utf-8")
+        ast.parse(text)
+        before, after = original.splitlines(keepends=True), _code_lines(text)
+        assert len(after) == len(before), rel
+        differ = {n for n, (a, b) in enumerate(zip(before, after), 1) if a != b}
+        assert differ == changed.get(str(rel), set()), rel
+    assert (dst / "crlf.py").read_bytes() == (
+        b"import torch\r\nimport torch_npu\r\nx = torch.zeros(1, device='npu')\r\n# end\r\n")
+    assert (dst / "latin.py").read_bytes() == (
+        b"# -*- coding: latin-1 -*-\nimport torch\nimport torch_npu\n"
+        b"d = torch.device('npu')  # caf\xe9\n")
+    assert (dst / "data.bin").read_bytes() == bytes(range(256))
+    assert (dst / "notes.md").read_text() == "run with device cuda\n"
+    assert os.readlink(dst / "train.py") == "examples/train_cnn.py"
+    cnn = (dst / "examples" / "train_cnn.py").read_text(encoding="utf-8")
+    assert "# 初始化运行device\ndevice = torch.device('npu:0')\n" in cnn
+    # Nothing the table maps is left: analyzing the copy finds no change.
+    again = analyze.analyze([str(dst)], sp)
+    assert [f for f in again.findings if f.category == "change"] == []
+
+
+def test_where_it_writes(sp, tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("import torch\n")
+    with pytest.raises(ValueError, match="DST .* is inside SRC"):
+        convert.convert(str(tmp_path / "src"), str(tmp_path / "src" / "out"), spellings_=sp)
+    with pytest.raises(ValueError, match="DST .* is inside SRC"):
+        convert.convert(str(tmp_path / "src"), str(tmp_path / "src"), spellings_=sp)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an empty directory: nothing is overwritten"):
+        convert.convert(str(tmp_path / "src"), str(tmp_path / "full"), spellings_=sp)
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    with pytest.raises(ValueError, match="--output .* is inside SRC"):
+        convert.convert(str(tmp_path / "src"), str(tmp_path / "dst"),
+                        str(tmp_path / "src" / "reports"), spellings_=sp)
+    assert not (tmp_path / "dst").exists() and os.listdir(tmp_path / "src") == ["a.py"]
+    with pytest.raises(ValueError, match="SRC .*nowhere.* does not exist"):
+        convert.convert(str(tmp_path / "nowhere"), str(tmp_path / "out"), spellings_=sp)
+    proc = run_python(["-m", "transfer_to_npu", "convert", str(tmp_path / "src"),
+                       str(tmp_path / "src" / "sub")])
+    assert proc.returncode == 2 and "is inside SRC" in proc.stderr
+    # A single file: DST is the folder it goes to.
+    proc = run_python(["-m", "transfer_to_npu", "convert", str(tmp_path / "src" / "a.py"),
+                       str(tmp_path / "one")])
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "one" / "a.py").read_text() == "import torch\nimport torch_npu\n"
+    assert (tmp_path / "one" / "migration_report" / "change_list.csv").exists()
+
+
+def test_bad_files_are_copied_as_they_are(sp, tmp_path):
+    dst, report = converted(sp, tmp_path, {"ok.py": "import torch\n",
+                                           "broken.py": "import torch\nx = torch.device('cuda'\n"})
+    (tmp_path / "src" / "bin.py").write_bytes(b"\x00\x01")
+    shutil.rmtree(dst)
+    report = convert.convert(str(tmp_path / "src"), str(dst), spellings_=sp)
+    assert {os.path.basename(s["file"]) for s in report.skipped} == {"broken.py", "bin.py"}
+    assert (dst / "broken.py").read_text() == "import torch\nx = torch.device('cuda'\n"
+    assert (dst / "bin.py").read_bytes() == b"\x00\x01"
+    assert (dst / "ok.py").read_text() == "import torch\nimport torch_npu\n"
+
+
+def test_generated_tree(sp, tmp_path):
+    """A few hundred files: each converted, each as analyze said."""
+    src = tmp_path / "src"
+    paths = static_trees.generate(src, 200)
+    report = convert.convert(str(src), str(tmp_path / "dst"), spellings_=sp)
+    assert report.files == 200 + 10 and not report.skipped
+    for i, path in enumerate(paths):
+        rel = path.relative_to(src)
+        text = (tmp_path / "dst" / rel).read_text(encoding="utf-8")
+        ast.parse(text)
+        assert "torch.cuda.synchronize" not in text and "torch.npu.synchronize()" in text
+        assert ('device="npu")' in text) and (f'torch.device("npu:{i % 8}")' in text)
+        assert 'path="/data/cuda_' in text and 'cuda_kernel_name="cuda_fused"' in text
+        assert ("range_push" in text) == (i % 10 == 0)
+        assert (f"{COMMENT}torch.cuda.nvtx.range_push" in text) == (i % 10 == 0)
+    assert sorted((f.file, f.line, f.category, f.kind, f.api) for f in report.findings) == \
+        sorted((str(p), *e) for i, p in enumerate(paths) for e in static_trees.expected(i))
+
+
+# --- the seed CNN, converted, on the virtual NPU ----------------------------------
+
+LOSS = re.compile(r"^epoch (\d+) loss ([0-9.]+) outputs on (\S+)$", re.M)
+MAPPING = re.compile(r"^transfer_to_npu: (.+?):(\d+): (.+)$", re.M)
+
+
+def _small(text):
+    """The seed CNN made quick to train (2 epochs of 320 images); the
+    original, the converted copy and the baseline all get it."""
+    for old, new in (("epochs = 10", "epochs = 2"), ("train_data = SyntheticMNIST()",
+                                                     "train_data = SyntheticMNIST(n=320)")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    return text
+
+
+def _mapped(proc, path):
+    """The mapping log's lines as (what was mapped, the line of the user's
+    code it was mapped at)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return sorted((what, lines[int(n) - 1].strip())
+                  for file, n, what in MAPPING.findall(proc.stderr))
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory, sp):
+    """The seed CNN: the original migrated at run time, its converted copy,
+    and the same script with no CUDA spelling at all (the device 'cpu')."""
+    root = tmp_path_factory.mktemp("cnn")
+    (root / "src").mkdir()
+    source = _small((EXAMPLES / "train_cnn.py").read_text(encoding="utf-8"))
+    (root / "src" / "train.py").write_text(source, encoding="utf-8")
+    convert.convert(str(root / "src"), str(root / "converted"), spellings_=sp)
+    assert source.count("torch.device('cuda:0')") == 1
+    (root / "plain").mkdir()
+    (root / "plain" / "train.py").write_text(
+        source.replace("torch.device('cuda:0')", "torch.device('cpu')"), encoding="utf-8")
+    env = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_LOG": "1"}
+    runs = {}
+    for name in ("src", "plain"):
+        runs[name] = run_python(["-m", "transfer_to_npu", str(root / name / "train.py")],
+                                cwd=root / name, env=env)
+        assert runs[name].returncode == 0, runs[name].stderr
+    return root, runs, env
+
+
+def _check_converted_run(root, runs, proc, script):
+    assert proc.returncode == 0, proc.stderr
+    losses = LOSS.findall(proc.stdout)
+    assert len(losses) == 2 and all(d == "npu:0" for _, _, d in losses)
+    assert losses == LOSS.findall(runs["src"].stdout)  # the migrated original's, exactly
+    # The runtime maps nothing of the script's own: what it still logs is
+    # what it logs for the same script with no CUDA spelling in it (torch's
+    # own calls of torch.cuda, from torch.manual_seed).
+    assert _mapped(proc, script) == _mapped(runs["plain"], root / "plain" / "train.py")
+    assert _mapped(runs["src"], root / "src" / "train.py") != _mapped(
+        runs["plain"], root / "plain" / "train.py")
+
+
+def _torch_npu_importable_when_migrated(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import torch_npu\n")
+    return run_python(["-m", "transfer_to_npu", str(probe)],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"}).returncode == 0
+
+
+def test_converted_cnn_trains_as_the_migrated_original(cnn, tmp_path):
+    """The converted copy, as written, run by the package's runner."""
+    root, runs, env = cnn
+    if not _torch_npu_importable_when_migrated(tmp_path):
+        pytest.skip("`import torch_npu` does not work under migration on the virtual NPU yet")
+    script = root / "converted" / "train.py"
+    proc = run_python(["-m", "transfer_to_npu", str(script)], cwd=tmp_path, env=env)
+    _check_converted_run(root, runs, proc, script)
+
+
+def test_converted_cnn_conversion_alone(cnn, tmp_path):
+    """The converted copy with its `import torch_npu` line taken out (the
+    line is for Ascend's torch_npu): the conversion alone leaves the
+    runtime nothing of the script's to map, and trains to the migrated
+    original's losses."""
+    root, runs, env = cnn
+    text = (root / "converted" / "train.py").read_text(encoding="utf-8")
+    assert text.count("import torch\nimport torch_npu\n") == 1
+    script = tmp_path / "train.py"
+    script.write_text(text.replace("import torch\nimport torch_npu\n", "import torch\n\n"),
+                      encoding="utf-8")
+    proc = run_python(["-m", "transfer_to_npu", str(script)], cwd=tmp_path, env=env)
+    _check_converted_run(root, runs, proc, script)

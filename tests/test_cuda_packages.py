@@ -1,0 +1,404 @@
+"""CUDA-only packages served on the NPU while migrating: flash_attn's and
+xformers' attention equal the reference attention, an apex O1 script with
+FusedAdam and FusedLayerNorm trains, what has no counterpart fails naming
+what to use, and a CUDA C++ extension fails listing its kernels."""
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import transfer_to_npu
+from conftest import calls, npu, run_python
+
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+
+
+def _reference(q, k, v, scale=None, keep=None, bias=None, softcap=0.0):
+    """(B, S, H, D) attention written out, as flash_attn defines it; keep:
+    (Sq, Sk) what each query sees."""
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    if k.size(1) != q.size(1):
+        k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
+        v = v.repeat_interleave(q.size(1) // v.size(1), dim=1)
+    scale = q.size(-1) ** -0.5 if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
+    if bias is not None:
+        scores = scores + bias
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)
+
+
+def _inputs(b, sq, sk, hq, hk, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cpu = [torch.randn(b, s, h, d, generator=g) for s, h in ((sq, hq), (sk, hk), (sk, hk))]
+    return cpu, [t.npu().requires_grad_() for t in cpu], [t.clone().requires_grad_() for t in cpu]
+
+
+def _same(out, ref, npu_inputs, cpu_inputs):
+    assert out.device.type == "npu"
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-5, rtol=1e-5)
+    g = torch.randn(ref.shape, generator=torch.Generator().manual_seed(9))
+    out.backward(g.npu())
+    ref.backward(g)
+    for n, c in zip(npu_inputs, cpu_inputs):
+        torch.testing.assert_close(n.grad.cpu(), c.grad, atol=1e-5, rtol=1e-5)
+
+
+def _band(sq, sk, left, right):
+    """flash_attn's window, aligned at the bottom right."""
+    i = torch.arange(sq).unsqueeze(1) + sk - sq
+    j = torch.arange(sk).unsqueeze(0)
+    keep = torch.ones(sq, sk, dtype=torch.bool)
+    if right >= 0:
+        keep &= j <= i + right
+    if left >= 0:
+        keep &= j >= i - left
+    return keep
+
+
+@pytest.mark.parametrize("causal,window,sq,sk", [
+    (False, (-1, -1), 5, 5), (True, (-1, -1), 5, 5), (True, (-1, -1), 3, 6),
+    (False, (2, 1), 6, 6), (True, (2, -1), 6, 6)])
+def test_flash_attn_func_equals_reference(migrated, causal, window, sq, sk):
+    from flash_attn import flash_attn_func
+
+    _, n, c = _inputs(2, sq, sk, 4, 2, 8)  # grouped-query attention
+    before = calls("flash_attn.flash_attn_func")
+    out = flash_attn_func(*n, softmax_scale=0.3, causal=causal, window_size=window)
+    keep = _band(sq, sk, window[0], 0 if causal else window[1])
+    _same(out, _reference(*c, 0.3, keep), n, c)
+    assert calls("flash_attn.flash_attn_func") == before + 1
+
+
+def test_flash_attn_softcap_alibi_lse_and_dropout(migrated):
+    from flash_attn import flash_attn_func
+
+    _, n, c = _inputs(1, 4, 4, 2, 2, 8)
+    slopes = torch.tensor([0.5, 0.25])
+    distance = (torch.arange(4).unsqueeze(1) - torch.arange(4).unsqueeze(0)).abs().float()
+    out, lse, _ = flash_attn_func(*n, causal=True, softcap=5.0, alibi_slopes=slopes.npu(),
+                                  return_attn_probs=True)
+    bias = -slopes[:, None, None] * distance
+    _same(out, _reference(*c, None, _band(4, 4, -1, 0), bias, softcap=5.0), n, c)
+    assert lse.shape == (1, 2, 4) and lse.dtype == torch.float32
+    # Dropout: the same seed gives the same output, and not the undropped one.
+    torch.manual_seed(1)
+    a = flash_attn_func(*n, dropout_p=0.5)
+    torch.manual_seed(1)
+    b = flash_attn_func(*n, dropout_p=0.5)
+    assert torch.equal(a, b) and not torch.allclose(a, flash_attn_func(*n))
+
+
+def test_flash_attn_varlen_and_packed_equal_reference(migrated):
+    from flash_attn import (flash_attn_kvpacked_func, flash_attn_qkvpacked_func,
+                            flash_attn_varlen_func, flash_attn_varlen_qkvpacked_func)
+    from flash_attn.bert_padding import pad_input, unpad_input
+
+    # Two sequences of 3 and 5 tokens, packed.
+    lens = [3, 5]
+    g = torch.Generator().manual_seed(0)
+    cpu = [torch.randn(8, 4, 8, generator=g) for _ in range(3)]
+    n = [t.npu().requires_grad_() for t in cpu]
+    c = [t.clone().requires_grad_() for t in cpu]
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    out = flash_attn_varlen_func(*n, cu.npu(), cu.npu(), 5, 5, causal=True)
+    ref = torch.cat([_reference(*(t[a:b].unsqueeze(0) for t in c), None,
+                                _band(b - a, b - a, -1, 0))[0]
+                     for a, b in ((0, 3), (3, 8))])
+    _same(out, ref, n, c)
+    packed = flash_attn_varlen_qkvpacked_func(torch.stack([t.detach() for t in n], dim=1),
+                                              cu.npu(), 5, causal=True)
+    torch.testing.assert_close(packed.cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+
+    _, n2, c2 = _inputs(2, 5, 5, 4, 4, 8, seed=3)
+    qkv = torch.stack([t.detach() for t in n2], dim=2)
+    ref2 = _reference(*(t.detach() for t in c2), None, _band(5, 5, -1, 0))
+    torch.testing.assert_close(flash_attn_qkvpacked_func(qkv, causal=True).cpu(), ref2,
+                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        flash_attn_kvpacked_func(n2[0].detach(), qkv[:, :, 1:], causal=True).cpu(), ref2,
+        atol=1e-5, rtol=1e-5)
+
+    # bert_padding: unpad a padded batch and pad it back.
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], device="npu")
+    hidden = torch.randn(2, 5, 6, device="npu")
+    unpadded, indices, cu_seqlens, max_len, _ = unpad_input(hidden, mask)
+    assert unpadded.shape == (8, 6) and cu_seqlens.tolist() == [0, 3, 8] and max_len == 5
+    torch.testing.assert_close(pad_input(unpadded, indices, 2, 5), hidden * mask[..., None])
+    assert lens == [3, 5]
+
+
+def test_xformers_memory_efficient_attention_equals_reference(migrated):
+    import xformers.ops as xops
+    from xformers.ops import fmha
+
+    _, n, c = _inputs(2, 4, 6, 2, 2, 8)
+    out = xops.memory_efficient_attention(*n, attn_bias=xops.LowerTriangularMask())
+    top_left = torch.ones(4, 6, dtype=torch.bool).tril()
+    _same(out, _reference(*c, None, top_left), n, c)
+
+    _, n, c = _inputs(2, 4, 6, 2, 2, 8, seed=1)
+    bottom_right = fmha.attn_bias.LowerTriangularFromBottomRightMask()
+    out = xops.memory_efficient_attention(*n, attn_bias=bottom_right, scale=0.2)
+    _same(out, _reference(*c, 0.2, _band(4, 6, -1, 0)), n, c)
+
+    _, n, c = _inputs(1, 5, 5, 2, 2, 4, seed=2)
+    bias = torch.randn(1, 2, 5, 5)
+    out = xops.memory_efficient_attention(*n, attn_bias=xops.LowerTriangularMask().add_bias(
+        bias.npu()))
+    _same(out, _reference(*c, None, _band(5, 5, -1, 0), bias), n, c)
+
+    # Packed sequences (batch 1): a block diagonal, causal within each block.
+    _, n, c = _inputs(1, 7, 7, 2, 2, 4, seed=3)
+    mask = fmha.BlockDiagonalMask.from_seqlens([3, 4]).make_causal()
+    keep = torch.zeros(7, 7, dtype=torch.bool)
+    keep[:3, :3] = torch.ones(3, 3, dtype=torch.bool).tril()
+    keep[3:, 3:] = torch.ones(4, 4, dtype=torch.bool).tril()
+    _same(xops.memory_efficient_attention(*n, attn_bias=mask), _reference(*c, None, keep), n, c)
+    assert calls("xformers.ops.memory_efficient_attention") >= 4
+
+
+def test_attention_rows_name_torchs_attention(migrated):
+    rows = {m["source"]: m["target"] for m in transfer_to_npu.mappings()}
+    for source in ("flash_attn.flash_attn_func", "flash_attn.flash_attn_varlen_func",
+                   "xformers.ops.memory_efficient_attention"):
+        assert rows[source] == "torch.nn.functional.scaled_dot_product_attention"
+
+
+# --- apex ----------------------------------------------------------------
+
+APEX_SCRIPT = textwrap.dedent("""
+    # An apex O1 training script, as written for CUDA.
+    import torch
+    from apex import amp
+    from apex.normalization import FusedLayerNorm
+    from apex.optimizers import FusedAdam
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), FusedLayerNorm(32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4)).cuda()
+    optimizer = FusedAdam(model.parameters(), lr=1e-2)
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    x = torch.randn(64, 16).cuda()
+    y = (x[:, :4] > 0).float().cuda()
+    for step in range(30):
+        out = model(x)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(out.float(), y)
+        optimizer.zero_grad()
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+        if step % 10 == 0 or step == 29:
+            print("step", step, "loss", loss.item(), out.dtype, out.device)
+""")
+
+
+def test_apex_o1_script_trains(tmp_path):
+    script = tmp_path / "apex_train.py"
+    script.write_text(APEX_SCRIPT)
+    report = tmp_path / "report.json"
+    proc = run_python(["-m", "transfer_to_npu", "--report", str(report), str(script)],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.split() for line in proc.stdout.splitlines() if line.startswith("step")]
+    assert all(line[4:] == ["torch.float16", "npu:0"] for line in lines)  # O1: autocast
+    assert float(lines[-1][3]) < 0.5 * float(lines[0][3])
+    used = {m["source"]: m["count"] for m in json.loads(report.read_text())["mappings"]}
+    assert used["apex.amp.scale_loss"] == 30
+    assert used["apex.optimizers.FusedAdam"] == used["apex.normalization.FusedLayerNorm"] == 1
+
+
+def test_apex_loss_scaler_skips_an_overflowing_step(migrated):
+    from apex import amp
+    from apex.optimizers import FusedSGD
+
+    model = torch.nn.Linear(2, 1).npu()
+    opt = FusedSGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level="O1")
+    scale = amp.state_dict()["loss_scaler0"]["loss_scale"]
+    weight = model.weight.detach().clone()
+    loss = model(torch.ones(1, 2, device="npu")).float().sum() * float("inf")
+    with amp.scale_loss(loss, opt) as scaled:
+        scaled.backward()
+    opt.step()  # skipped: the gradients overflowed
+    assert torch.equal(model.weight.detach(), weight)
+    assert amp.state_dict()["loss_scaler0"]["loss_scale"] == scale / 2
+    loss = model(torch.ones(1, 2, device="npu")).float().sum()
+    opt.zero_grad()
+    with amp.scale_loss(loss, opt) as scaled:
+        scaled.backward()
+    opt.step()
+    torch.testing.assert_close(model.weight.detach().cpu(), weight.cpu() - 0.1)
+    with pytest.raises(NotImplementedError, match="opt_level='O2'.*torch.autocast"):
+        amp.initialize(model, opt, opt_level="O2")
+
+
+def test_fused_lamb_and_norms(migrated):
+    from apex.normalization import FusedRMSNorm
+    from apex.optimizers import FusedLAMB
+
+    norm = FusedRMSNorm(8, eps=1e-5).npu()
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(norm(x.npu()).detach().cpu(),
+                               x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+    # One LAMB step by hand: moments, bias correction, decoupled decay, and
+    # the trust ratio ||w|| / ||update||.
+    w0 = torch.randn(6, generator=torch.Generator().manual_seed(0))
+    grad = torch.randn(6, generator=torch.Generator().manual_seed(1)) * 0.1
+    p = torch.nn.Parameter(w0.npu())
+    opt = FusedLAMB([p], lr=0.1, weight_decay=0.01, max_grad_norm=1.0)
+    p.grad = grad.npu()
+    opt.step()
+    m, v = 0.1 * grad, 0.001 * grad * grad
+    update = (m / 0.1) / ((v / 0.001).sqrt() + 1e-6) + 0.01 * w0
+    expected = w0 - 0.1 * (w0.norm() / update.norm()) * update
+    torch.testing.assert_close(p.detach().cpu(), expected)
+
+
+def test_apex_without_counterpart_fails_naming_the_alternative(migrated):
+    with pytest.raises(ModuleNotFoundError, match=r"apex\.contrib .*torch\.optim"):
+        import apex.contrib.xentropy  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="amp_C is a CUDA extension of apex"):
+        import amp_C  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match=r"flash_attn\.layers .*scaled_dot_product"):
+        import flash_attn.layers.rotary  # noqa: F401
+
+
+def test_apex_parallel(migrated):
+    from apex.parallel import DistributedDataParallel, convert_syncbn_model
+
+    model = convert_syncbn_model(torch.nn.Sequential(torch.nn.BatchNorm1d(3)))
+    assert isinstance(model[0], torch.nn.SyncBatchNorm)
+
+    class MyDDP(DistributedDataParallel):  # a subclass, as training code makes
+        pass
+
+    assert issubclass(MyDDP, torch.nn.parallel.DistributedDataParallel)
+
+
+# --- CUDA C++ extensions ----------------------------------------------------
+
+CUDA_SOURCE = """
+#include <cuda_runtime.h>
+__global__ void add_kernel(const float* a, float* b, int n) { }
+template <typename T>
+__global__ void __launch_bounds__(256) scale_kernel(T* x, T s, int n) { }
+__device__ float helper(float x) { return x; }
+"""
+
+
+def test_cuda_extension_fails_listing_its_kernels(migrated, tmp_path):
+    from torch.utils import cpp_extension
+
+    from transfer_to_npu._rules.cuda_extensions import CUDAExtensionError
+
+    source = tmp_path / "kernels.cu"
+    source.write_text(CUDA_SOURCE)
+    with pytest.raises(CUDAExtensionError,
+                       match=r"load\('my_ext'\).*Ascend port.*add_kernel \(kernels\.cu\), "
+                             r"scale_kernel \(kernels\.cu\)$"):
+        cpp_extension.load("my_ext", [str(tmp_path / "binding.cpp"), str(source)])
+    with pytest.raises(CUDAExtensionError, match=r"add_kernel \(cuda_sources\)"):
+        cpp_extension.load_inline("inline_ext", cpp_sources="", cuda_sources=CUDA_SOURCE)
+    with pytest.raises(CUDAExtensionError, match="CUDAExtension"):
+        cpp_extension.CUDAExtension("ext", [str(source)])
+    assert calls("torch.utils.cpp_extension.load") >= 1
+
+
+def test_cuda_extensions_in_the_report(tmp_path):
+    (tmp_path / "k.cu").write_text(CUDA_SOURCE)
+    script = tmp_path / "build_ext.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        from torch.utils.cpp_extension import load
+        try:
+            load("fused_ops", [{str(tmp_path / "k.cu")!r}])
+        except NotImplementedError as exc:
+            print("refused")
+    """))
+    report = tmp_path / "report.json"
+    proc = run_python(["-m", "transfer_to_npu", "--report", str(report), str(script)],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert proc.returncode == 0, proc.stderr
+    assert "refused" in proc.stdout
+    [ext] = json.loads(report.read_text())["cuda_extensions"]
+    assert ext["extension"] == "fused_ops" and ext["site"] == f"{script}:5"
+    assert [k["kernel"] for k in ext["kernels"]] == ["add_kernel", "scale_kernel"]
+
+
+def test_served_packages_are_torchs_device(migrated):
+    """The served modules exist only while migrating, as torch_npu does."""
+    import flash_attn  # noqa: F401
+
+    transfer_to_npu.disable()
+    try:
+        with pytest.raises(ModuleNotFoundError):
+            import flash_attn  # noqa: F401,F811
+    finally:
+        transfer_to_npu.enable()
+    import flash_attn  # noqa: F401,F811
+    assert npu().type == "npu"
+
+
+def test_installed_apex_served_only_in_place_of_nvidias(tmp_path):
+    """NVIDIA's apex (a package with apex.amp) is served on the NPU; a
+    package of the same name that is another project is left alone."""
+    nvidia, other = tmp_path / "nvidia", tmp_path / "other"
+    (nvidia / "apex" / "amp").mkdir(parents=True)
+    (nvidia / "apex" / "__init__.py").write_text("raise ImportError('needs amp_C')\n")
+    (nvidia / "apex" / "amp" / "__init__.py").write_text("")
+    (other / "apex").mkdir(parents=True)
+    (other / "apex" / "__init__.py").write_text("OTHER = True\n")
+    code = "import transfer_to_npu, apex; print(getattr(apex, 'OTHER', False), apex.__name__)"
+    for path, expected in ((nvidia, ["False", "transfer_to_npu.served.apex"]),
+                           (other, ["True", "apex"])):
+        proc = run_python(["-c", code], env={"PYTHONPATH": str(path),
+                                             "TRANSFER_TO_NPU_BACKEND": "virtual"})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == expected
+
+
+def test_the_finder_knows_every_served_name():
+    """The package's finder loads _served.py for these names only."""
+    from transfer_to_npu import _served
+
+    assert transfer_to_npu._Served.NAMES == set(_served.PACKAGES) | set(_served.EXTENSIONS)
+
+
+def test_attention_on_torch_npu_calls_npu_fusion_attention():
+    """With Ascend's torch_npu (the test stand-in, whose
+    npu_fusion_attention is the reference math), flash_attn's and xformers'
+    attention are npu_fusion_attention's: its mask (what to drop), its
+    position bias (added before scaling) and its layout, as they give it."""
+    code = textwrap.dedent("""
+        import torch, transfer_to_npu
+        from flash_attn import flash_attn_func
+        import xformers.ops as xops
+        assert transfer_to_npu.backend == "torch_npu"
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 5, 4, 8, generator=g) for _ in range(3))
+        slopes = torch.tensor([0.5, 0.25, 0.125, 0.1])
+        def reference(keep, bias=None):
+            s = (q.transpose(1, 2) @ k.transpose(1, 2).transpose(-2, -1)) * 0.3
+            s = s if bias is None else s + bias
+            s = s.masked_fill(~keep, float("-inf"))
+            return (torch.softmax(s, -1) @ v.transpose(1, 2)).transpose(1, 2)
+        i, j = torch.arange(5).unsqueeze(1), torch.arange(5).unsqueeze(0)
+        out = flash_attn_func(q.npu(), k.npu(), v.npu(), softmax_scale=0.3, causal=True,
+                              window_size=(2, -1), alibi_slopes=slopes.npu())
+        ref = reference((j <= i) & (j >= i - 2), -slopes[:, None, None] * (i - j).abs())
+        torch.testing.assert_close(out.cpu(), ref, atol=1e-5, rtol=1e-5)
+        out = xops.memory_efficient_attention(q.npu(), k.npu(), v.npu(), scale=0.3,
+                                              attn_bias=xops.LowerTriangularMask())
+        torch.testing.assert_close(out.cpu(), reference(j <= i), atol=1e-5, rtol=1e-5)
+        print("ok")
+    """)
+    proc = run_python(["-c", code], env={"PYTHONPATH": str(STAND_INS),
+                                         "TRANSFER_TO_NPU_BACKEND": "torch_npu"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ok"]

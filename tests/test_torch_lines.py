@@ -1,0 +1,239 @@
+"""The patcher on whatever torch runs the tests, with torch_npu as the
+backend: a stand-in torch_npu with no kernels (tests/stand_ins/torch_npu
+with STAND_IN_KERNELS=0), which registers the npu device through torch's
+own API and records the calls that reach it.  So it runs on every torch
+line Ascend publishes torch_npu for, from 2.1 on, where the virtual NPU
+cannot (``make test-torch`` runs this file on each; it imports nothing of
+conftest.py, which migrates the test process on the virtual NPU).
+
+Each row installs, rewrites device arguments, logs, reports and is put
+back by identity."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+
+SCRIPT = textwrap.dedent("""
+    import json, sys, tempfile, warnings
+    warnings.simplefilter("ignore")
+    import torch
+    import torch.distributed as dist
+
+    saved = {name: getattr(torch.cuda, name)
+             for name in ("synchronize", "set_device", "CUDAGraph", "graph", "is_available")}
+    saved_memory = {name: getattr(torch.cuda.memory, name)
+                    for name in ("_record_memory_history", "_snapshot", "_dump_snapshot")}
+    saved_methods = (torch.Tensor.cuda, torch.nn.Module.cuda, dist.init_process_group)
+
+    import transfer_to_npu
+    import torch_npu
+
+    out = {"backend": transfer_to_npu.backend, "kernels": torch_npu.KERNELS}
+    torch.cuda.synchronize()
+    torch.cuda.set_device("cuda:0")
+    out["calls"] = list(torch_npu.npu.calls)
+    out["set_device args"] = [str(a) for a in torch_npu.npu.arguments["set_device"]]
+    out["device"] = str(torch.device("cuda:0"))
+    out["is_available"] = torch.cuda.is_available()
+    # No kernels: what a factory, .to() or .cuda() reached is in torch's
+    # error, which names the device's dispatch key.
+    reached = []
+    for make in (lambda: torch.zeros(2, device="cuda"), lambda: torch.ones(2).to("cuda:0"),
+                 lambda: torch.ones(2).cuda(), lambda: torch.empty(2, device=torch.device("cuda"))):
+        try:
+            make()
+            reached.append("made")
+        except (NotImplementedError, RuntimeError) as exc:
+            reached.append("npu" if "'npu' backend" in str(exc) else str(exc))
+    out["tensors reached"] = reached
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pass
+    out["graph is torch_npu's"] = isinstance(graph, torch_npu.npu.NPUGraph)
+    out["graphs made"] = list(torch_npu.npu.graphs.made)
+    torch.cuda.memory._record_memory_history("all")
+    torch.cuda.memory._snapshot()
+    torch.cuda.memory._dump_snapshot("snapshot.pickle")
+    out["memory calls"] = [c for c in torch_npu.npu.calls if c.startswith("_")]
+    allocator = torch.cuda.CUDAPluggableAllocator("alloc.so", "alloc", "free")
+    out["allocator is torch_npu's"] = isinstance(allocator, torch_npu.npu.NPUPluggableAllocator)
+    out["nvtx"] = torch.cuda.nvtx.range_push("step")
+
+    dist.init_process_group("nccl", init_method="file://" + tempfile.mktemp(), world_size=1,
+                            rank=0)
+    out["dist backend"] = dist.get_backend()
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    out["all_reduce"] = t.tolist()
+    dist.destroy_process_group()
+
+    out["mappings"] = {m["source"]: [m["target"], m["kind"], m["calls"]]
+                       for m in transfer_to_npu.mappings()}
+    transfer_to_npu.disable()
+    out["restored"] = (all(getattr(torch.cuda, n) is f for n, f in saved.items())
+                       and all(getattr(torch.cuda.memory, n) is f
+                               for n, f in saved_memory.items())
+                       and (torch.Tensor.cuda, torch.nn.Module.cuda,
+                            dist.init_process_group) == saved_methods)
+    transfer_to_npu.enable()
+    out["enabled again"] = torch.cuda.synchronize is not saved["synchronize"]
+    print(json.dumps(out))
+""")
+
+
+def _line_of(text):
+    """The script's line that holds text (as a call site names it)."""
+    return next(i for i, line in enumerate(SCRIPT.splitlines(), 1) if text in line)
+
+
+def _python(args, cwd, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFER_TO_NPU")}
+    full.update({"PYTHONPATH": str(STAND_INS), "STAND_IN_KERNELS": "0",
+                 "TRANSFER_TO_NPU_BACKEND": "torch_npu", **env})
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    where = tmp_path_factory.mktemp("torch_line")
+    script = where / "train.py"
+    script.write_text(SCRIPT)
+    proc = _python([str(script)], where, TRANSFER_TO_NPU_LOG="1",
+                   TRANSFER_TO_NPU_LOG_FILE=str(where / "log.txt"),
+                   TRANSFER_TO_NPU_REPORT=str(where / "report.json"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return (out, (where / "log.txt").read_text(), json.loads((where / "report.json").read_text()),
+            script)
+
+
+def _torch_line():
+    import torch
+
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def test_enables_with_torch_npu_on_this_torch(result):
+    out = result[0]
+    assert out["backend"] == "torch_npu" and out["kernels"] is False
+    assert len(out["mappings"]) > 150
+
+
+def test_cuda_calls_reach_torch_npu(result):
+    out = result[0]
+    assert out["calls"][:2] == ["synchronize", "set_device"]
+    assert out["set_device args"] == ["npu:0"]
+    assert out["device"] == "npu:0"
+    assert out["is_available"] is True
+    for name in ("synchronize", "set_device", "is_available"):
+        assert out["mappings"][f"torch.cuda.{name}"][:2] == [f"torch.npu.{name}", "function"]
+
+
+def test_tensors_go_to_the_npu(result):
+    assert result[0]["tensors reached"] == ["npu"] * 4
+
+
+def test_migrates_at_interpreter_start(tmp_path):
+    """TRANSFER_TO_NPU=1: the .pth file installed with the package."""
+    proc = _python(["-c", "import torch; torch.cuda.synchronize(); import torch_npu, "
+                          "transfer_to_npu; print(transfer_to_npu.backend, torch_npu.npu.calls)"],
+                   tmp_path, TRANSFER_TO_NPU="1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["torch_npu", "['synchronize']"]
+
+
+def test_renamed_counterparts_reach_torch_npu(result):
+    out = result[0]
+    assert out["graph is torch_npu's"] and out["graphs made"] == ["NPUGraph", "graph"]
+    assert out["memory calls"] == ["_record_memory_history", "_snapshot", "_dump_snapshot"]
+    assert out["allocator is torch_npu's"]
+    mappings = out["mappings"]
+    assert mappings["torch.cuda.CUDAGraph"] == ["torch.npu.NPUGraph", "class", 1]
+    assert mappings["torch.cuda.graph"] == ["torch.npu.graph", "class", 1]
+    assert mappings["torch.cuda.CUDAPluggableAllocator"] == [
+        "torch.npu.NPUPluggableAllocator", "class", 1]
+    for name in ("_record_memory_history", "_snapshot", "_dump_snapshot"):
+        assert mappings[f"torch.cuda.memory.{name}"] == [f"torch.npu.memory.{name}", "function",
+                                                          1]
+
+
+def test_unsupported_stays_unsupported(result):
+    out, _, report, _ = result
+    assert out["nvtx"] == 0
+    assert out["mappings"]["torch.cuda.nvtx.range_push"][1] == "unsupported"
+    assert [u["api"] for u in report["unsupported"]] == ["torch.cuda.nvtx.range_push"]
+
+
+def test_nccl_becomes_hccl(result):
+    out = result[0]
+    assert out["dist backend"] == "hccl" and out["all_reduce"] == [1.0, 1.0, 1.0]
+    assert out["mappings"]["torch.distributed.init_process_group"][2] == 1
+
+
+def test_log_names_each_mapping_and_call_site(result):
+    _, log, _, script = result
+    for source, target, line in (
+            ("torch.cuda.synchronize", "torch.npu.synchronize", _line_of("cuda.synchronize()")),
+            ("torch.cuda.CUDAGraph", "torch.npu.NPUGraph", _line_of("cuda.CUDAGraph()"))):
+        assert any(source in entry and target in entry and f"{script}:{line}" in entry
+                   for entry in log.splitlines()), (source, log)
+
+
+def test_report_counts_calls_and_sites(result):
+    _, _, report, script = result
+    assert report["backend"] == "torch_npu"
+    assert report["torch_version"].split("+")[0].startswith(_torch_line())
+    counted = {m["source"]: m for m in report["mappings"]}
+    assert counted["torch.cuda.memory._snapshot"]["count"] == 1
+    assert counted["torch.cuda.memory._snapshot"]["sites"] == [
+        f"{script}:{_line_of('memory._snapshot()')}"]
+
+
+def test_disable_restores_by_identity(result):
+    out = result[0]
+    assert out["restored"] is True and out["enabled again"] is True
+
+
+def test_list_with_torch_npu(tmp_path):
+    proc = _python(["-m", "transfer_to_npu", "--list"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# ") and "torch_npu backend" in proc.stdout.splitlines()[0]
+    assert any(line.split() == ["torch.cuda.CUDAGraph", "class", "torch.npu.NPUGraph"]
+               for line in proc.stdout.splitlines())
+
+
+def test_list_of_the_release_for_this_torch(tmp_path):
+    """The table torch_npu's release for this torch line gets, from its
+    names: derived with this torch."""
+    line = _torch_line()
+    proc = _python(["-m", "transfer_to_npu", "--list", "--torch-npu", line], tmp_path)
+    if proc.returncode == 2 and "not a known release line" in proc.stderr:
+        pytest.skip(f"torch_npu has no release for torch {line}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"torch_npu {line}." in lines[0]
+    for source, target in (("torch.cuda.CUDAGraph", "torch.npu.NPUGraph"),
+                           ("torch.cuda.memory._record_memory_history",
+                            "torch.npu.memory._record_memory_history"),
+                           ("torch.cuda.synchronize", "torch.npu.synchronize")):
+        assert any(line.split()[::2] == [source, target] for line in lines), source
+
+
+def test_virtual_npu_says_which_torch_it_needs(tmp_path):
+    import torch
+
+    if hasattr(torch._C, "_acc") and hasattr(torch._C, "_dlpack_exchange_api"):
+        pytest.skip("this torch has what the virtual NPU builds on")
+    proc = _python(["-c", "import transfer_to_npu"], tmp_path, TRANSFER_TO_NPU_BACKEND="virtual")
+    assert proc.returncode == 1
+    assert "ImportError: the virtual NPU needs PyTorch 2.10 or newer, found " \
+           f"{torch.__version__}" in proc.stderr
+    assert "install torch_npu" in proc.stderr

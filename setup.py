@@ -15,8 +15,26 @@ from setuptools.command.build_py import build_py
 # The extension's module and state, then a folder per part: the patcher,
 # the virtual NPU, and the pure-C parts (no Python.h; unit tested with
 # check, headers in include/ttn).
-SOURCES = ["src/module.c"] + sorted(
-    glob.glob("src/patcher/*.c") + glob.glob("src/virtual/*.c") + glob.glob("src/pure/*.c"))
+SOURCES = [
+    "src/module.c",
+    "src/patcher/class_ctor.c",
+    "src/patcher/devargs.c",
+    "src/patcher/device_ctor.c",
+    "src/patcher/import_hook.c",
+    "src/patcher/log.c",
+    "src/patcher/patch.c",
+    "src/patcher/rules_glue.c",
+    "src/patcher/wrapper.c",
+    "src/virtual/callbacks.c",
+    "src/virtual/host_alias.c",
+    "src/virtual/host_call.c",
+    "src/virtual/npu_method.c",
+    "src/pure/devspec.c",
+    "src/pure/json.c",
+    "src/pure/ptrmap.c",
+    "src/pure/rules.c",
+    "src/pure/table.c",
+]
 
 # Hidden visibility: the extension exports PyInit__C alone, and its own
 # functions call each other directly, never through the dynamic linker.

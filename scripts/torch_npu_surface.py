@@ -11,7 +11,10 @@ names the mapping table depends on: those of ``torch_npu.npu`` and of its
 submodules that torch.cuda has too, of ``torch_npu.profiler`` and
 ``torch_npu.distributed``, each with its kind (function, class, module,
 object; ``extension`` for a name ``__all__`` declares that torch_npu's C
-extension defines) and, for a function or a class, its parameter names.
+extension defines) and, for a function or a class, its parameter names;
+and torch_npu's operators (``torch_npu.npu_fusion_attention``...), kind
+``op``, which its C extension defines from the op schemas its wheel ships
+(``torch_npu/csrc/aten/*.yaml``).
 """
 
 import argparse
@@ -37,12 +40,14 @@ MODULES = ("torch_npu.npu", "torch_npu.npu.amp", "torch_npu.npu.graphs", "torch_
 # --- reading a wheel ---------------------------------------------------------
 
 class Package:
-    """The Python sources of a wheel, by module name."""
+    """The Python sources of a wheel, by module name, and its operators."""
 
     def __init__(self, wheel):
-        self.sources, self.packages = {}, set()
+        self.sources, self.packages, self.ops = {}, set(), set()
         with zipfile.ZipFile(wheel) as z:
             for name in z.namelist():
+                if name.startswith("torch_npu/csrc/aten/") and name.endswith(".yaml"):
+                    self.ops.update(_op_names(z.read(name).decode("utf-8", "replace")))
                 if not name.endswith(".py") or not name.startswith("torch_npu/"):
                     continue
                 parts = name[:-3].split("/")
@@ -79,6 +84,12 @@ class Package:
             del self._reading[name]
         self._namespaces[name] = found
         return found
+
+
+def _op_names(schemas):
+    """The public operators an op-schema file declares: torch_npu's own
+    (npu_*), which the package exposes as its attributes."""
+    return {m.group(1) for m in re.finditer(r"^\s*-?\s*func:\s*(npu_\w+)", schemas, re.M)}
 
 
 def _params(args, skip=0):
@@ -274,6 +285,7 @@ def surface(package):
             if e[0] == "module" and len(e) > 1:
                 e[:] = ["module"]
         modules[name] = {"__all__": declared, "names": dict(sorted(table.items()))}
+    modules["torch_npu"] = {"__all__": None, "names": {op: ["op"] for op in sorted(package.ops)}}
     return modules
 
 

@@ -12,8 +12,8 @@ import pytest
 import static_trees
 from conftest import EXAMPLES, ROOT, run_python
 
-from transfer_to_npu import analyze
-from transfer_to_npu._sources import Progress
+from transfer_to_npu.static import analyze
+from transfer_to_npu.static.sources import Progress
 
 SEEDS = ROOT / "tests" / "data" / "seeds"
 

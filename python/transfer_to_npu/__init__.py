@@ -91,39 +91,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_C.reset_counts)
 
 
-class _Served:
-    """The finder of the packages served while migrating (torch_npu on the
-    virtual NPU, flash_attn, xformers, apex: ``_served.py``), first on
-    sys.meta_path while enabled.  It loads ``_served`` at the first import
-    of one of their names (most processes import none)."""
-
-    NAMES = frozenset(("torch_npu", "flash_attn", "xformers", "apex",  # _served.PACKAGES
-                       "amp_C", "apex_C", "fused_layer_norm_cuda", "fused_adam_cuda",
-                       "flash_attn_2_cuda"))  # _served.EXTENSIONS
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name.partition(".")[0] not in cls.NAMES or not _C.is_enabled():
-            return None
-        from . import _served
-
-        return _served.find_spec(name, backend)
-
-
-def _is_served_finder(finder):
-    # This class, or the one of an earlier run of this module (reload).
-    return getattr(finder, "__qualname__", None) == "_Served" and \
-        getattr(finder, "__module__", None) == __name__
-
-
 def _serve(on):
-    """Put the served packages' finder first on sys.meta_path, or take it
-    off and the served names out of sys.modules."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not _is_served_finder(f)]
+    """Put the served packages' finder (_served.py) first on sys.meta_path,
+    or take it off and the served names out of sys.modules."""
+    from . import _served
+
+    sys.meta_path[:] = [f for f in sys.meta_path if f is not _served.Finder]
     if on:
-        sys.meta_path.insert(0, _Served)
-    elif f"{__name__}._served" in sys.modules:
-        sys.modules[f"{__name__}._served"].forget()
+        sys.meta_path.insert(0, _served.Finder)
+    else:
+        _served.forget()
 
 
 def enable():

@@ -3,8 +3,8 @@
     python -m transfer_to_npu [--log N] [--log-file FILE] [--report FILE] script.py [args...]
     python -m transfer_to_npu [options] -m module [args...]
     python -m transfer_to_npu --list [--torch-npu VERSION]
-    python -m transfer_to_npu analyze PATH... [--output DIR]   (static: see analyze.py)
-    python -m transfer_to_npu convert SRC DST                  (static: see convert.py)
+    python -m transfer_to_npu analyze PATH... [--output DIR]   (static/analyze.py)
+    python -m transfer_to_npu convert SRC DST                  (static/convert.py)
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -130,7 +130,7 @@ def _split(argv):
 
 
 # Subcommands that work on source code, before anything runs.
-_TOOLS = {"analyze": "analyze", "convert": "convert"}
+_TOOLS = {"analyze": "static.analyze", "convert": "static.convert"}
 
 
 def main(argv=None):

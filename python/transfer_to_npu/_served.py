@@ -2,8 +2,7 @@
 virtual NPU presented as Ascend's API), and the CUDA-only packages
 ``flash_attn``, ``xformers`` and ``apex``, installed or not, on the NPU.
 
-One finder (the package's ``_Served``, which loads this module when one of
-their names is imported), put first on ``sys.meta_path`` by enable() and
+One finder (``Finder``), put first on ``sys.meta_path`` by enable() and
 taken off by disable(), which also takes the served names out of
 ``sys.modules`` (``forget()``): with migration off, ``import torch_npu``
 fails as it did, so that a library probing for it does not take every
@@ -27,6 +26,8 @@ import importlib
 import importlib.machinery
 import os
 import sys
+
+from . import _C, backends
 
 # Served name -> the module it is (relative: this package's served/).
 MODULES = {
@@ -130,6 +131,18 @@ def find_spec(name, backend):
             f"{name} has no NPU counterpart under transfer_to_npu: {PACKAGES[top]}",
             name=name)
     return importlib.machinery.ModuleSpec(name, _Alias(name, module_name))
+
+
+class Finder:
+    """The finder of the served names, first on sys.meta_path while
+    migrating."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        top = name.partition(".")[0]
+        if (top not in PACKAGES and top not in EXTENSIONS) or not _C.is_enabled():
+            return None
+        return find_spec(name, backends.installed)
 
 
 def submodule(package, name):

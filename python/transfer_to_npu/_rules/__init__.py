@@ -56,7 +56,9 @@ def derive(torch, npu=None, torch_npu=None):
     # Libraries' and packages' rows, which wait for their modules' import.
     from . import accelerate, cuda_extensions, served
 
-    out += accelerate.rows(torch) + served.rows(torch) + cuda_extensions.rows(torch)
+    backend = "virtual" if torch_npu is None else "torch_npu"
+    out += (accelerate.rows(torch) + served.rows(torch, backend)
+            + cuda_extensions.rows(torch))
     return out, {r[0] for r in factory_rows}
 
 

@@ -120,7 +120,7 @@ def cuda_extension(original):
 def rows(torch):
     target = ("CUDA sources refused, their kernels listed as needing an Ascend port "
               "(C++ alone builds as before)")
-    return [row(f"{MODULE}.{name}", target, "function", _C.MODE_REDIRECT, MODULE, name,
+    return [row(f"{MODULE}.{name}", target, "cuda_extension", _C.MODE_REDIRECT, MODULE, name,
                 f"{__name__}:{factory}()", kws=())
             for name, factory in (("load", "load"), ("load_inline", "load_inline"),
                                   ("CUDAExtension", "cuda_extension"))]

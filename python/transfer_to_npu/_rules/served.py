@@ -56,10 +56,8 @@ PACKAGES = (
 )
 
 
-def rows(torch):
-    from .. import backends
-
-    backend = backends.installed
+def rows(torch, backend):
+    """The rows for the NPU backend named ("virtual" or "torch_npu")."""
     out = []
     for public, served, implementation, names in PACKAGES:
         if public.partition(".")[0] == "torch_npu" and backend != "virtual":

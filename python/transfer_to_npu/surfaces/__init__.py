@@ -65,6 +65,8 @@ def _value(module_name, name, entry):
     kind = entry[0]
     if kind == "function":
         return _Named(name, entry[1], entry[2])
+    if kind == "op":
+        return _Named(name, None, None)
     if kind in ("class", "extension") and (kind == "class" or name[:1].isupper()):
         # torch_npu's extension defines classes (its tensor types): a
         # capitalised name it declares is taken for one.
@@ -92,9 +94,8 @@ def load(line):
     the surface records are attributes of their parents."""
     data = read(line)
     made = {name: _module(name, module) for name, module in data["modules"].items()}
-    root = types.ModuleType("torch_npu")
+    root = made.setdefault("torch_npu", types.ModuleType("torch_npu"))
     root.__version__ = data["torch_npu"]
-    made["torch_npu"] = root
     for name in sorted(made, key=len):
         parent, _, attr = name.rpartition(".")
         if parent in made:

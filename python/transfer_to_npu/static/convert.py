@@ -25,10 +25,10 @@ import sys
 import time
 import warnings
 
-from . import _sources
-from ._scan import CHANGE, UNSUPPORTED, _literal_text
-from ._sources import SourceError
-from ._static_report import Report
+from . import sources as _sources
+from .scan import CHANGE, UNSUPPORTED, _literal_text
+from .sources import SourceError
+from .report import Report
 
 REPORT_DIR = "migration_report"
 COMMENT = "# transfer_to_npu: "

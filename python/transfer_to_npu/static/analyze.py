@@ -8,7 +8,7 @@ type or backend that need a hand edit).  The user's code is parsed, never
 imported or run.
 
 The terminal gets a summary; ``--output DIR`` gets the reports (see
-``_static_report``).  ``--runtime-report FILE`` joins the report of a
+``report``).  ``--runtime-report FILE`` joins the report of a
 migrated run (``python -m transfer_to_npu --report FILE train.py``) and
 says which findings ran.
 """
@@ -18,10 +18,10 @@ import json
 import sys
 import time
 
-from . import _scan, _sources, _spellings
-from ._scan import CUDA_OP
-from ._sources import SourceError
-from ._static_report import Report
+from . import scan as _scan, sources as _sources, spellings as _spellings
+from .scan import CUDA_OP
+from .sources import SourceError
+from .report import Report
 
 
 def spellings():

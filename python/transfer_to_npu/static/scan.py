@@ -4,7 +4,7 @@ see.  ``analyze`` reports the findings; ``convert`` applies their edits.
 The file is parsed with Python's ``ast`` (never imported or run).  Names
 are resolved through the file's own imports (``import torch as th``,
 ``from torch.cuda import amp``); what a name means comes from the mapping
-table (``_spellings``).  A string is rewritten only where it is a device
+table (``spellings``).  A string is rewritten only where it is a device
 or a backend: an argument the table says takes one, a keyword, variable,
 option or key named for one (``device=``, ``map_location=``,
 ``backend=``), a variable that is passed where one goes; anything else
@@ -19,8 +19,8 @@ Positions are ast's: 1-based lines, columns in UTF-8 bytes.
 import ast
 import re
 
-from . import _sources, _spellings
-from ._spellings import hccl_backend, npu_device
+from . import sources as _sources, spellings as _spellings
+from .spellings import hccl_backend, npu_device
 
 CHANGE, UNSUPPORTED, CUDA_OP = "change", "unsupported", "cuda_op"
 

@@ -26,7 +26,7 @@ import ast
 import sys
 import warnings
 
-from . import _C
+from .. import _C
 
 # The keyword a backend row's process-group functions take their backend by
 # (the C core's backend rows read it by that name too).
@@ -45,7 +45,7 @@ def table_rows():
     modules, which the static tools never import."""
     import transfer_to_npu as package
 
-    from . import _rules, backends
+    from .. import _rules, backends
 
     torch = package._import_torch()
     backends.install()
@@ -180,7 +180,8 @@ class Spellings:
 
     def _add(self, r):
         source, target, kind, mode, owner, name, target_obj, pos, binds, kws = r[:10]
-        if mode in (_C.MODE_HOOK, _C.MODE_ARG_REPLACE):
+        # The scan finds CUDA extensions itself, with their kernels.
+        if mode in (_C.MODE_HOOK, _C.MODE_ARG_REPLACE) or kind == "cuda_extension":
             return
         self.device_names.update(kws)
         if kind == "default":

@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from ._scan import CHANGE, CUDA_OP, UNSUPPORTED
+from .scan import CHANGE, CUDA_OP, UNSUPPORTED
 
 LISTS = ((CHANGE, "change_list", "becomes"), (UNSUPPORTED, "unsupported_api", "reason"),
          (CUDA_OP, "cuda_op_list", "reason"))
@@ -74,7 +74,7 @@ class Report:
     def to_json(self):
         import torch
 
-        from . import backends
+        from .. import backends
 
         data = {
             "tool": self.tool,

@@ -20,6 +20,7 @@ SOURCES = [
     "src/patcher/class_ctor.c",
     "src/patcher/devargs.c",
     "src/patcher/device_ctor.c",
+    "src/patcher/environ.c",
     "src/patcher/import_hook.c",
     "src/patcher/log.c",
     "src/patcher/patch.c",

@@ -84,10 +84,12 @@ def _surface_table(version):
     surface file), with this torch; and the backend as named."""
     import torch
 
-    from . import _rules, surfaces
+    from . import _environment, _rules, surfaces
 
     torch_npu, npu = surfaces.load(version)
     rows, _ = _rules.derive(torch, npu, torch_npu)
+    # The environment's rows, installed before the others.
+    rows = _environment.rows() + rows + _environment.backend_rows("torch_npu")
     return _rules.entries(rows), f"torch_npu {torch_npu.__version__}"
 
 

@@ -31,8 +31,8 @@ _HERE = _identity.__name__
 # give (cuda_module and unsupported leave them out).
 FUNCTIONS = {
     "get_device_properties": (_identity.get_device_properties,
-                              f"torch.npu.get_device_properties, capability "
-                              f"{CAPABILITY[0]}.{CAPABILITY[1]}"),
+                              f"capability {CAPABILITY[0]}.{CAPABILITY[1]}, the npu's name, "
+                              f"memory and cores"),
     "get_device_capability": (_identity.get_device_capability, str(CAPABILITY)),
     "get_arch_list": (_identity.get_arch_list, str(list(ARCH_LIST))),
     "is_tf32_supported": (_identity.is_tf32_supported, "True (HF32 on the NPU)"),

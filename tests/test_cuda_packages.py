@@ -363,13 +363,6 @@ def test_installed_apex_served_only_in_place_of_nvidias(tmp_path):
         assert proc.stdout.split() == expected
 
 
-def test_the_finder_knows_every_served_name():
-    """The package's finder loads _served.py for these names only."""
-    from transfer_to_npu import _served
-
-    assert transfer_to_npu._Served.NAMES == set(_served.PACKAGES) | set(_served.EXTENSIONS)
-
-
 def test_attention_on_torch_npu_calls_npu_fusion_attention():
     """With Ascend's torch_npu (the test stand-in, whose
     npu_fusion_attention is the reference math), flash_attn's and xformers'

@@ -13,7 +13,7 @@ import torch
 
 import transfer_to_npu
 from conftest import run_python
-from transfer_to_npu import _identity
+from transfer_to_npu._rules import identity
 
 STAND_INS = Path(__file__).resolve().parent / "stand_ins"
 
@@ -52,12 +52,12 @@ def test_properties_of_an_npu_that_reports_little():
     """torch_npu 2.5's properties have a name and a memory size only: the
     CUDA fields are there all the same."""
     npu = types.SimpleNamespace(name="Ascend910B2", total_memory=64 << 30, cube_core_num=24)
-    props = _identity.CudaDeviceProperties(npu, 1)
+    props = identity.CudaDeviceProperties(npu, 1)
     for field, kind in FIELDS.items():
         assert isinstance(getattr(props, field), kind), field
     assert (props.name, props.total_memory, props.multi_processor_count) == (
         "Ascend910B2", 64 << 30, 24)
-    assert props.uuid != _identity.CudaDeviceProperties(npu, 0).uuid
+    assert props.uuid != identity.CudaDeviceProperties(npu, 0).uuid
 
 
 def test_a_bad_device_is_the_npus_error():

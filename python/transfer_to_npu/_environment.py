@@ -37,7 +37,7 @@ def _alloc_conf(value):
                       f"counterpart in PYTORCH_NPU_ALLOC_CONF and is left out", RuntimeWarning,
                       stacklevel=4)
     if not kept:
-        raise _NoCounterpart("none of its options is the NPU allocator's")
+        raise ValueError("none of its options is the NPU allocator's")
     return ",".join(kept)
 
 
@@ -50,7 +50,7 @@ def _buffer_mb(value):
     try:
         size = int(value, 0)
     except ValueError:
-        raise _NoCounterpart(f"{value!r} is not a number of bytes") from None
+        raise ValueError(f"{value!r} is not a number of bytes") from None
     return str(max(1, math.ceil(size / (1 << 20))))
 
 
@@ -59,12 +59,9 @@ def _on_or_off(value):
     return "0" if value.strip() in ("", "0") else "1"
 
 
-class _NoCounterpart(Exception):
-    """A value the NPU's variable cannot take."""
-
-
-# (CUDA-side variable, the NPU's, how a value is carried), in the order
-# they are carried: of two names for one setting, the first set wins.
+# (CUDA-side variable, the NPU's, how a value is carried: a ValueError says
+# why the NPU's variable cannot take it), in the order they are carried: of
+# two names for one setting, the first set wins.
 CARRIED = (
     ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", _as_is),
     ("CUDA_LAUNCH_BLOCKING", "ASCEND_LAUNCH_BLOCKING", _as_is),
@@ -146,7 +143,7 @@ def rows():
         if value is not None and npu not in environ:
             try:
                 carried = carry(value)
-            except _NoCounterpart as reason:
+            except ValueError as reason:
                 out.append(_row(cuda, f"{npu} ({reason})", "unsupported", "", value))
                 continue
         out.append(_row(cuda, npu, "environment", npu, value, carried))

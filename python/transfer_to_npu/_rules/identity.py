@@ -15,27 +15,210 @@ them).  What code gates on 8.9 and later (FP8 matmuls, FlashAttention 3,
 Hopper's features) is refused, as it would fail on the NPU.  A capability
 brings in no CUDA kernel by itself: libraries that have them (flash_attn,
 bitsandbytes, apex) first check that their package imports, and on an NPU
-such a package is absent or a stand-in that runs there.  Every answer is a plain function of the device
-asked about: nothing is swapped in for the duration of a call, so no
-exception or second thread can leave a swap behind.
+such a package is absent or a stand-in that runs there.  Every answer is a
+plain function of the device asked about: nothing is swapped in for the
+duration of a call, so no exception or second thread can leave a swap
+behind.  The answers are here too, where the rows name them.
 """
 
-from .. import _C, _identity
-from .._identity import ARCH_LIST, CAPABILITY, CUDA_VERSION, NCCL_VERSION
+import os
+
+from .. import _C
 from ._introspect import device_position
 from ._row import row
 
-_HERE = _identity.__name__
+#: ``torch.version.cuda``: a CUDA 12 that every version check libraries make
+#: (CUDA 11 and later for bfloat16 and TF32) accepts; with NCCL_VERSION, the
+#: pair of torch 2.1's CUDA 12 build, the oldest torch this package runs on.
+CUDA_VERSION = "12.1"
+
+#: ``torch.cuda.nccl.version()``: NCCL 2.10 and later can reduce bfloat16,
+#: which DDP's bf16_compress_hook checks for; HCCL can too.
+NCCL_VERSION = (2, 18, 1)
+
+#: The compute capability: Ampere's (A100).
+CAPABILITY = (8, 0)
+
+#: ``torch.cuda.get_arch_list()``: the architecture of that capability, so
+#: that a check of torch's build against the device's capability passes.
+ARCH_LIST = ("sm_80",)
+
+# Properties of a CUDA device that an NPU does not report, as an A100 of
+# capability 8.0 has them: arithmetic on them (blocks per multiprocessor,
+# bytes of shared memory) then gives what it gives on such a GPU, never a
+# division by zero.
+_AMPERE = {
+    "multi_processor_count": 108,
+    "max_threads_per_multi_processor": 2048,
+    "warp_size": 32,
+    "L2_cache_size": 40 * 1024 * 1024,
+    "clock_rate": 1410000,  # kHz
+    "memory_clock_rate": 1215000,  # kHz
+    "memory_bus_width": 5120,
+    "shared_memory_per_block": 48 * 1024,
+    "shared_memory_per_multiprocessor": 164 * 1024,
+    "regs_per_multiprocessor": 65536,
+    "is_multi_gpu_board": 0,
+    "pci_bus_id": 0,
+    "pci_device_id": 0,
+    "pci_domain_id": 0,
+}
+
+
+class CudaDeviceProperties:
+    """``torch.cuda.get_device_properties(i)`` on the NPU: the fields of
+    CUDA's ``_CudaDeviceProperties``.  What the NPU reports (name, memory,
+    cores) is the NPU's; the capability is the policy's; the rest is
+    ``_AMPERE``'s."""
+
+    __slots__ = ("name", "major", "minor", "total_memory", "multi_processor_count",
+                 "is_integrated", "uuid", "gcnArchName") + tuple(
+                     k for k in _AMPERE if k != "multi_processor_count")
+
+    def __init__(self, npu, index):
+        for key, value in _AMPERE.items():
+            setattr(self, key, getattr(npu, key, value))
+        self.name = npu.name
+        self.major, self.minor = CAPABILITY
+        self.total_memory = npu.total_memory
+        # Ascend's AI cores where the NPU reports no multiprocessor count.
+        cores = getattr(npu, "multi_processor_count", None) or getattr(npu, "cube_core_num", None)
+        if cores:
+            self.multi_processor_count = cores
+        self.is_integrated = int(getattr(npu, "is_integrated", 0))
+        # CUDA builds give the device's name here too (a ROCm field).
+        self.gcnArchName = npu.name
+        self.uuid = getattr(npu, "uuid", None) or _uuid(index)
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
+                f"L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)")
+
+
+def _uuid(index):
+    """A device's identity where the NPU gives none: stable for a machine
+    and a physical device (what ASCEND_RT_VISIBLE_DEVICES selects), as a
+    GPU's is."""
+    import socket
+    import uuid
+
+    physical = index
+    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",")
+    if 0 <= index < len(visible) and visible[index].strip().isdigit():
+        physical = int(visible[index])
+    return uuid.uuid5(uuid.NAMESPACE_DNS, f"{socket.gethostname()}.npu{physical}")
+
+
+def _index(device):
+    import torch
+
+    if device is None:
+        return torch.npu.current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        return torch.npu.current_device() if device.index is None else device.index
+    return int(device)
+
+
+def get_device_properties(device=None):
+    """The NPU's own call checks the device (and raises for a bad one)."""
+    import torch
+
+    return CudaDeviceProperties(torch.npu.get_device_properties(device), _index(device))
+
+
+def get_device_capability(device=None):
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def get_arch_list():
+    return list(ARCH_LIST)
+
+
+def is_tf32_supported():
+    """What capability 8.0 brings (HF32 on the NPU)."""
+    return True
+
+
+def nccl_version():
+    """``torch._C._nccl_version()``: NCCL_VERSION packed as NCCL's code."""
+    major, minor, patch = NCCL_VERSION
+    return (major << 32) | (minor << 16) | patch
+
+
+def nccl_version_suffix():
+    return b""
+
+
+# --- TF32 requests on an NPU with HF32 switches (torch_npu) ------------------
+# torch keeps its own flags (reading them answers what was set); the NPU's
+# switches follow each setter.  Defaults agree already: matmuls off, and
+# convolutions on (cuDNN's allow_tf32, torch_npu's conv.allow_hf32).
+
+def _following(original, switch, allowed):
+    """original (torch's setter of a flag), then the NPU's HF32 switch
+    ``switch`` ('matmul' or 'conv') set to allowed(value)."""
+    def setter(value):
+        import torch
+
+        result = original(value)
+        getattr(torch.npu, switch).allow_hf32 = allowed(value)
+        return result
+
+    setter.__name__ = setter.__qualname__ = getattr(original, "__name__", "setter")
+    return setter
+
+
+def matmul_tf32(original):
+    """torch._C._set_cublas_allow_tf32, behind
+    ``torch.backends.cuda.matmul.allow_tf32 = ...``."""
+    return _following(original, "matmul", bool)
+
+
+def conv_tf32(original):
+    """torch._C._set_cudnn_allow_tf32, behind
+    ``torch.backends.cudnn.allow_tf32 = ...`` and
+    ``torch.backends.cudnn.flags(allow_tf32=...)``."""
+    return _following(original, "conv", bool)
+
+
+def matmul_precision(original):
+    """torch._C._set_float32_matmul_precision, behind
+    ``torch.set_float32_matmul_precision``: 'high' and 'medium' allow TF32
+    matmuls on CUDA, 'highest' does not."""
+    return _following(original, "matmul", lambda precision: precision != "highest")
+
+
+def _set_cudnn_allow_tf32(value):
+    import torch
+
+    torch._C._set_cudnn_allow_tf32(value)
+
+
+def cudnn_allow_tf32_property(_value):
+    """CudnnModule.allow_tf32: torch's property holds the setter it was
+    made with; this one calls it by name, so that setting the attribute
+    goes through the mapped setter too.  (Read on the class, the property
+    gives its value: it is taken from the class's dict.)"""
+    import torch.backends.cudnn as cudnn
+
+    prop = type(cudnn).__dict__["allow_tf32"]
+    return type(prop)(prop.getter, _set_cudnn_allow_tf32)
+
 
 # The torch.cuda functions answered here, with what the table says they
 # give (cuda_module and unsupported leave them out).
 FUNCTIONS = {
-    "get_device_properties": (_identity.get_device_properties,
+    "get_device_properties": (get_device_properties,
                               f"capability {CAPABILITY[0]}.{CAPABILITY[1]}, the npu's name, "
                               f"memory and cores"),
-    "get_device_capability": (_identity.get_device_capability, str(CAPABILITY)),
-    "get_arch_list": (_identity.get_arch_list, str(list(ARCH_LIST))),
-    "is_tf32_supported": (_identity.is_tf32_supported, "True (HF32 on the NPU)"),
+    "get_device_capability": (get_device_capability, str(CAPABILITY)),
+    "get_arch_list": (get_arch_list, str(list(ARCH_LIST))),
+    "is_tf32_supported": (is_tf32_supported, "True (HF32 on the NPU)"),
 }
 
 
@@ -53,27 +236,27 @@ def rows(torch, npu=None):
                            torch.cuda, name, fn, device_position(fn)))
     out += [
         row("torch.version.cuda", repr(CUDA_VERSION), "constant", _C.MODE_REPLACE,
-            torch.version, "cuda", f"{_HERE}:CUDA_VERSION"),
+            torch.version, "cuda", f"{__name__}:CUDA_VERSION"),
         row("torch._C._nccl_version", f"NCCL {'.'.join(map(str, NCCL_VERSION))}", "constant",
-            _C.MODE_REPLACE, torch._C, "_nccl_version", _identity.nccl_version),
+            _C.MODE_REPLACE, torch._C, "_nccl_version", nccl_version),
         row("torch._C._nccl_version_suffix", "b''", "constant", _C.MODE_REPLACE, torch._C,
-            "_nccl_version_suffix", _identity.nccl_version_suffix),
+            "_nccl_version_suffix", nccl_version_suffix),
     ]
     if _has_hf32(npu, "matmul"):
         out.append(row("torch.backends.cuda.matmul.allow_tf32", "torch.npu.matmul.allow_hf32",
                        "function", _C.MODE_REDIRECT, torch._C, "_set_cublas_allow_tf32",
-                       f"{_HERE}:matmul_tf32()", kws=()))
+                       f"{__name__}:matmul_tf32()", kws=()))
         out.append(row("torch.set_float32_matmul_precision", "torch.npu.matmul.allow_hf32",
                        "function", _C.MODE_REDIRECT, torch._C, "_set_float32_matmul_precision",
-                       f"{_HERE}:matmul_precision()", kws=()))
+                       f"{__name__}:matmul_precision()", kws=()))
     if _has_hf32(npu, "conv"):
         import torch.backends.cudnn as cudnn
 
         out.append(row("torch.backends.cudnn.allow_tf32", "torch.npu.conv.allow_hf32",
                        "function", _C.MODE_REDIRECT, torch._C, "_set_cudnn_allow_tf32",
-                       f"{_HERE}:conv_tf32()", kws=()))
+                       f"{__name__}:conv_tf32()", kws=()))
         out.append(row("torch.backends.cudnn.allow_tf32 (attribute)",
                        "torch.npu.conv.allow_hf32", "property", _C.MODE_REPLACE,
-                       type(cudnn), "allow_tf32", f"{_HERE}:cudnn_allow_tf32_property()"))
+                       type(cudnn), "allow_tf32", f"{__name__}:cudnn_allow_tf32_property()"))
     return out
 

@@ -152,8 +152,8 @@ print(torch.device("cuda").type, torch.cuda.synchronize is original[0],
 def _probe_state(tmp_path, error):
     (tmp_path / "refuser.py").write_text(REFUSER.format(error=error))
     code = "import torch, refuser\n" + PROBE_STATE
-    proc = run_python(["-c", code], cwd=str(tmp_path), env={"TRANSFER_TO_NPU_BACKEND": "virtual",
-                                                           "PYTHONPATH": str(tmp_path)})
+    # python -c puts the working directory first on sys.path.
+    proc = run_python(["-c", code], cwd=str(tmp_path), env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 

@@ -238,6 +238,35 @@ def test_apex_loss_scaler_skips_an_overflowing_step(migrated):
         amp.initialize(model, opt, opt_level="O2")
 
 
+@pytest.mark.parametrize("decoupled_in_torch", [True, False])
+def test_fused_adam_is_adamw_with_its_hooks_run_once(migrated, monkeypatch, decoupled_in_torch):
+    """apex's default FusedAdam is AdamW; a step hook registered on it runs
+    once a step, as on any torch optimizer, also where AdamW's decay is
+    applied before Adam's step (torch before 2.6, no decoupled decay in
+    Adam)."""
+    from apex.optimizers import FusedAdam
+
+    from transfer_to_npu.served import _optimizers
+
+    monkeypatch.setattr(_optimizers, "_DECOUPLED", decoupled_in_torch)
+    # A plain Adam made in the process: torch has then hooked Adam.step too.
+    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+    w0 = torch.randn(5, generator=torch.Generator().manual_seed(0))
+    grads = [torch.randn(5, generator=torch.Generator().manual_seed(i)) for i in (1, 2, 3)]
+    mine, theirs = torch.nn.Parameter(w0.npu()), torch.nn.Parameter(w0.clone())
+    opt = FusedAdam([mine], lr=0.1, weight_decay=0.1)
+    reference = torch.optim.AdamW([theirs], lr=0.1, weight_decay=0.1)
+    seen = []
+    opt.register_step_pre_hook(lambda *_: seen.append("pre"))
+    opt.register_step_post_hook(lambda *_: seen.append("post"))
+    for grad in grads:
+        mine.grad, theirs.grad = grad.npu(), grad.clone()
+        opt.step()
+        reference.step()
+    assert seen == ["pre", "post"] * len(grads)
+    torch.testing.assert_close(mine.detach().cpu(), theirs.detach())
+
+
 def test_fused_lamb_and_norms(migrated):
     from apex.normalization import FusedRMSNorm
     from apex.optimizers import FusedLAMB

@@ -28,26 +28,31 @@ class FusedAdam(torch.optim.Adam):
         if master_weights:
             raise NotImplementedError("FusedAdam(master_weights=True): use torch.autocast with "
                                       "float32 parameters instead")
-        self._decay_here = adam_w_mode and not _DECOUPLED
+        decay_here = adam_w_mode and not _DECOUPLED
         extra = {"decoupled_weight_decay": adam_w_mode} if _DECOUPLED else {}
         super().__init__(params, lr=lr, betas=betas, eps=eps,
-                         weight_decay=0.0 if self._decay_here else weight_decay, **extra)
-        if self._decay_here:
+                         weight_decay=0.0 if decay_here else weight_decay, **extra)
+        if decay_here:
             for group in self.param_groups:
                 group["adam_w_weight_decay"] = weight_decay
+            self.register_step_pre_hook(_decay_before_step)
         self.set_grad_none = set_grad_none
 
-    def step(self, closure=None):
-        if self._decay_here:  # AdamW's decay, before Adam's step (torch < 2.6)
-            with torch.no_grad():
-                for group in self.param_groups:
-                    for p in group["params"]:
-                        if p.grad is not None and group["adam_w_weight_decay"]:
-                            p.mul_(1 - group["lr"] * group["adam_w_weight_decay"])
-        return super().step(closure)
+    # No step() of its own: torch wraps each optimizer class's step() with
+    # its step hooks, and an override calling Adam's would run them twice.
 
     def zero_grad(self, set_to_none=None):
         super().zero_grad(self.set_grad_none if set_to_none is None else set_to_none)
+
+
+@torch.no_grad()
+def _decay_before_step(optimizer, args, kwargs):
+    """AdamW's decay, before Adam's step (torch < 2.6 has no decoupled
+    weight decay in Adam)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.grad is not None and group["adam_w_weight_decay"]:
+                p.mul_(1 - group["lr"] * group["adam_w_weight_decay"])
 
 
 class FusedSGD(torch.optim.SGD):

@@ -251,6 +251,33 @@ def test_cli_writes_the_reports(tmp_path):
     assert data["summary"]["lines"] == 4 and data["skipped"] == []
 
 
+def test_cli_output_links_fifos_and_rerun(tmp_path):
+    """--output may be a shared directory: a link planted at a report's name
+    is not followed (its target is kept) and a FIFO there is not waited on,
+    each an error naming --output; the reports of an earlier run there are
+    replaced."""
+    write(tmp_path / "code", {"train.py": "import torch\nx = torch.ones(2).cuda()\n"})
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "change_list.csv").symlink_to(victim)
+    argv = ["-m", "transfer_to_npu", "analyze", str(tmp_path / "code"), "--output", str(out)]
+    proc = run_python(argv)
+    assert proc.returncode == 2 and "--output" in proc.stderr and "link" in proc.stderr
+    assert victim.read_text() == "precious\n"
+    (out / "change_list.csv").unlink()
+    os.mkfifo(out / "change_list.csv")
+    proc = run_python(argv, timeout=120)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+    (out / "change_list.csv").unlink()
+    for _ in range(2):
+        proc = run_python(argv)
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "change_list.csv", "cuda_op_list.csv", "migration_report.json", "unsupported_api.csv"]
+
+
 def test_cli_bad_arguments(tmp_path):
     proc = run_python(["-m", "transfer_to_npu", "analyze"])
     assert proc.returncode == 2 and "PATH" in proc.stderr

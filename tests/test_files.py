@@ -120,7 +120,7 @@ def test_a_killed_run_leaves_no_invalid_report(tmp_path):
     then holds nothing, never an empty or cut file (a report left there by
     an earlier run is this run's to replace, and is removed at start)."""
     report = tmp_path / "report.json"
-    report.write_text("{}\n")  # an earlier run's
+    report.write_text('{"backend": "virtual", "mappings": []}\n')  # an earlier run's
     code = "import time, torch, transfer_to_npu\nprint('ready', flush=True)\ntime.sleep(60)\n"
     env = dict(os.environ, TRANSFER_TO_NPU_BACKEND="virtual", TRANSFER_TO_NPU_REPORT=str(report))
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
@@ -129,3 +129,21 @@ def test_a_killed_run_leaves_no_invalid_report(tmp_path):
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_path_that_holds_another_file_keeps_it(tmp_path):
+    """A report path naming a file that is not a report (a mistaken path:
+    the user's script, their data) costs the user nothing: the file is
+    kept, and the report is written beside it."""
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.ones(2).cuda().device)\n")
+    env = dict(os.environ, TRANSFER_TO_NPU_BACKEND="virtual", TRANSFER_TO_NPU_REPORT=str(script))
+    proc = subprocess.run([sys.executable, "-m", "transfer_to_npu", str(script)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "npu:0"
+    assert script.read_text() == "import torch\nprint(torch.ones(2).cuda().device)\n"
+    assert "not a report" in proc.stderr
+    beside = [p for p in tmp_path.iterdir() if p.name.startswith("train.py.pid")]
+    assert len(beside) == 1
+    assert json.loads(beside[0].read_text())["mappings"][0]["source"] == "torch.Tensor.cuda"

@@ -20,6 +20,8 @@ CALLS = {
     "torch.Stream(device=)": "torch.Stream(device=d)",
     "torch.Generator(device=)": "torch.Generator(device=d)",
     "Module.to(d)": "torch.nn.Linear(1, 1).to(d)",
+    "Tensor.cuda(d)": "torch.ones(2).cuda(d)",
+    "Module.cuda(d)": "torch.nn.Linear(1, 1).cuda(d)",
     "torch.load(map_location=d)": "torch.load(PATH, map_location=d)",
     "torch.load(map_location={'cpu': d})": "torch.load(PATH, map_location={'cpu': d})",
     "torch.load(map_location={d_key: 'cpu'})": "torch.load(PATH, map_location={'x': 'cpu', 'y': d})",

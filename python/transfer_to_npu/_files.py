@@ -63,14 +63,21 @@ def check_target(path):
         raise UnsafePath(errno.EACCES, "its directory is not writable", path)
 
 
-def remove_stale(path):
-    """Remove what an earlier run left at path (a regular file of this
-    user's), so that the file written at exit is this run's."""
+def remove_stale(path, is_ours):
+    """Remove what an earlier run left at path, so that the file written at
+    exit is this run's: a regular file of this user's whose bytes is_ours
+    recognises.  Anything else there is kept (a mistaken path never costs
+    the user a file); True if path is free now."""
     check_target(path)
     try:
+        if not is_ours(read_regular(path)):
+            return False
         os.unlink(path)
     except FileNotFoundError:
         pass
+    except UnsafePath:  # too large to be ours
+        return False
+    return True
 
 
 def write_new(path, data, fallback):
@@ -93,3 +100,19 @@ def write_new(path, data, fallback):
         raise UnsafePath(errno.EEXIST, "taken, and so is the path beside it", fallback)
     finally:
         os.unlink(tmp)
+
+
+def replace(path, data):
+    """Write data at path, replacing a regular file of this user's there
+    (never a link, a FIFO, a device: check_target), whole or not at all."""
+    check_target(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -68,16 +68,27 @@ def _usable(path, what):
     report left by an earlier run is removed now, so that the one at exit
     is this run's); else None, with a warning."""
     try:
-        if what == "report":
-            _files.remove_stale(path)
-        else:
+        if what == "log":
             _files.check_target(path)
+        elif not _files.remove_stale(path, _is_report):
+            warnings.warn(f"transfer_to_npu: {path!r} holds a file that is not a report; it is "
+                          f"kept, and the report will be written beside it", RuntimeWarning,
+                          stacklevel=4)
     except OSError as exc:
         warnings.warn(f"transfer_to_npu: cannot write the {what} to {path!r} ({exc.strerror}); "
                       f"{'logging to stderr' if what == 'log' else 'no report will be written'}",
                       RuntimeWarning, stacklevel=4)
         return None
     return path
+
+
+def _is_report(data):
+    """Whether data is a report as write_report writes it."""
+    try:
+        content = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(content, dict) and {"backend", "mappings"} <= content.keys()
 
 
 def configure(backend=None, level=None, log_file=None, report=None):
@@ -167,8 +178,8 @@ def write_report(path):
     data = (json.dumps(report(), indent=2) + "\n").encode()
     written = _files.write_new(path, data, f"{path}.pid{os.getpid()}")
     if written != path:
-        print(f"transfer_to_npu: {path} was written by another process; this report is "
-              f"{written}", file=sys.stderr)
+        print(f"transfer_to_npu: {path} is taken (another process's report, or a file "
+              f"that is not a report); this report is {written}", file=sys.stderr)
 
 
 def _at_exit():

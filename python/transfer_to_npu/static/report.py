@@ -15,10 +15,12 @@ summary.  ``join_runtime()`` marks the findings that ran in a migrated run
 """
 
 import csv
+import io
 import json
 import os
 import sys
 
+from .. import _files
 from .scan import CHANGE, CUDA_OP, UNSUPPORTED
 
 LISTS = ((CHANGE, "change_list", "becomes"), (UNSUPPORTED, "unsupported_api", "reason"),
@@ -103,15 +105,15 @@ class Report:
             columns = ["file", "line", "column", "kind", "api", "code", result, "suggestion"]
             if self.joined:
                 columns.append("ran")
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                w = csv.DictWriter(f, columns)
-                w.writeheader()
-                w.writerows(self.rows(category))
+            text = io.StringIO(newline="")
+            w = csv.DictWriter(text, columns)
+            w.writeheader()
+            w.writerows(self.rows(category))
+            _files.replace(path, text.getvalue().encode("utf-8"))
             written.append(path)
         path = os.path.join(directory, JSON_NAME)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=1, ensure_ascii=False)
-            f.write("\n")
+        _files.replace(path, (json.dumps(self.to_json(), indent=1, ensure_ascii=False)
+                              + "\n").encode("utf-8"))
         written.append(path)
         return written
 

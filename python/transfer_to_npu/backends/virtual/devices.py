@@ -12,6 +12,7 @@ the C core, which places the results of ops that name no device index.
 import functools
 import itertools
 import os
+import reprlib
 import threading
 import warnings
 
@@ -143,7 +144,7 @@ def index_of(device, optional=True):
             return current()
         raise ValueError("expected an npu device, got None")
     if isinstance(device, bool):
-        raise TypeError(f"expected an npu device, got {device!r}")
+        raise TypeError(f"expected an npu device, got {device!r}")  # a bool
     if isinstance(device, int):
         return check_index(device)
     if isinstance(device, str):
@@ -154,7 +155,10 @@ def index_of(device, optional=True):
         return current() if device.index is None else check_index(device.index)
     if hasattr(device, "device") and isinstance(device.device, torch.device):
         return index_of(device.device)  # a Stream or a tensor
-    raise TypeError(f"expected an npu device, got {type(device).__name__} {device!r}")
+    # reprlib: a container that nests deep or holds itself still names its
+    # value, where repr() would raise RecursionError.
+    raise TypeError(f"expected an npu device, got {type(device).__name__} "
+                    f"{reprlib.repr(device)}")
 
 
 def as_device(device=None):

@@ -12,12 +12,16 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 # Trains until interrupted, ROUNDS times, then exits through its own
 # handler.
 ROUNDS = 40
 TRAIN = textwrap.dedent(f"""
     import sys, torch, transfer_to_npu
     import torch.nn as nn
+    from torch.utils.checkpoint import checkpoint
+    CHECKPOINTED = len(sys.argv) > 1
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -27,7 +31,8 @@ TRAIN = textwrap.dedent(f"""
     for _ in range({ROUNDS}):
         try:
             while True:
-                loss = nn.functional.cross_entropy(model(x), y)
+                out = checkpoint(model, x, use_reentrant=False) if CHECKPOINTED else model(x)
+                loss = nn.functional.cross_entropy(out, y)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -37,25 +42,29 @@ TRAIN = textwrap.dedent(f"""
 """)
 
 
-def _start(tmp_path, code, env=None):
+def _start(tmp_path, code, env=None, args=()):
     script = tmp_path / "script.py"
     script.write_text(code)
     full = dict(os.environ, TRANSFER_TO_NPU_BACKEND="virtual", **(env or {}))
     full.pop("TRANSFER_TO_NPU", None)
-    proc = subprocess.Popen([sys.executable, str(script)], env=full, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script), *args], env=full, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     return proc
 
 
-def test_ctrl_c_in_a_training_loop_always_raises_keyboard_interrupt(tmp_path):
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["plain", "checkpointed"])
+def test_ctrl_c_in_a_training_loop_always_raises_keyboard_interrupt(tmp_path, checkpointed):
     """Interrupted at random moments of forward, backward and the optimizer
     step, many times over: each time the script's own handler runs, and at
-    the end the summary is logged and the report written."""
+    the end the summary is logged and the report written.  Checkpointed,
+    the forward is run again inside backward, by a hook of torch's engine
+    (test_hook_exceptions.py)."""
     rng = random.Random(0)
     report = tmp_path / "report.json"
     proc = _start(tmp_path, TRAIN, {"TRANSFER_TO_NPU_LOG": "1",
-                                    "TRANSFER_TO_NPU_REPORT": str(report)})
+                                    "TRANSFER_TO_NPU_REPORT": str(report)},
+                  args=("checkpointed",) if checkpointed else ())
     for _ in range(ROUNDS):
         time.sleep(rng.uniform(0.01, 0.1))
         proc.send_signal(signal.SIGINT)

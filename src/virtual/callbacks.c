@@ -35,12 +35,48 @@ typedef struct {
     vectorcallfunc vectorcall;
 } ConstantObject;
 
+/* The thread state dict's key for an exception kept by keep_error(). */
+#define KEPT_ERROR_KEY "transfer_to_npu.kept_error"
+
+/* torch's engine throws a Python hook's exception (a tensor hook, a saved
+ * tensor's unpack hook: checkpointing's recomputation, Ctrl-C in it) as a
+ * C++ exception while it is still set in the interpreter, and only
+ * fetches it after unwinding through the stream guard, whose destructor
+ * calls type_() through pybind11: the interpreter sees a result returned
+ * with an exception set, pybind11 throws from the destructor, and the
+ * process ends.  So a Constant called with an exception set keeps it in
+ * the thread's state and clears it; torch then raises SystemError from
+ * backward() for an exception it finds gone, and the backward wrappers
+ * raise the kept one instead (take_kept_error).  A later one replaces an
+ * earlier one that no wrapper took.  If it cannot be kept, it stays set,
+ * as before. */
+static void
+keep_error(void)
+{
+    PyObject *type, *value, *traceback, *dict;
+
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    dict = PyThreadState_GetDict();
+    if (value != NULL && dict != NULL && PyDict_SetItemString(dict, KEPT_ERROR_KEY, value) == 0) {
+        Py_CLEAR(type);
+        Py_CLEAR(value);
+        Py_CLEAR(traceback);
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, traceback); /* all NULL once kept */
+}
+
 static PyObject *
 Constant_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     (void)args;
     (void)nargsf;
     (void)kwnames;
+    if (PyErr_Occurred())
+        keep_error();
     return Py_NewRef(((ConstantObject *)self)->value);
 }
 
@@ -151,6 +187,21 @@ interrupt_later(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return NULL;
 }
 
+/* The exception keep_error() kept on this thread, taken; None if none. */
+static PyObject *
+take_kept_error(PyObject *module, PyObject *unused)
+{
+    PyObject *dict = PyThreadState_GetDict();
+    PyObject *kept = dict == NULL ? NULL : PyDict_GetItemString(dict, KEPT_ERROR_KEY);
+
+    (void)module;
+    (void)unused;
+    kept = Py_NewRef(kept != NULL ? kept : Py_None);
+    if (kept != Py_None && PyDict_DelItemString(dict, KEPT_ERROR_KEY) < 0)
+        Py_CLEAR(kept);
+    return kept;
+}
+
 PyMethodDef ttn_callbacks_methods[] = {
     {"interrupt_later", (PyCFunction)(void (*)(void))interrupt_later, METH_FASTCALL,
      "interrupt_later(signum, frame): a SIGINT handler that has KeyboardInterrupt raised at "
@@ -158,5 +209,8 @@ PyMethodDef ttn_callbacks_methods[] = {
     {"constant", constant_new, METH_O,
      "constant(value): a callable that returns value, for what torch's C++ calls where an "
      "exception would end the process"},
+    {"take_kept_error", take_kept_error, METH_NOARGS,
+     "take_kept_error(): the exception a constant found set when torch called it (torch's "
+     "engine unwinding a hook's exception), now no longer kept; None if none"},
     {NULL, NULL, 0, NULL},
 };

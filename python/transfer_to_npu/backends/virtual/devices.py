@@ -205,11 +205,21 @@ def _backward_here():
 
 
 def _backward_here_first(fn):
-    """fn, run with the switch off on the calling thread."""
+    """fn, run with the switch off on the calling thread; an exception of a
+    Python hook that torch's engine lost on its way out (see
+    take_kept_error in src/virtual/callbacks.c) raised as it was, where
+    torch raises SystemError."""
     @functools.wraps(fn)
     def backward_here(*args, **kwargs):
         _backward_here()
-        return fn(*args, **kwargs)
+        _C.take_kept_error()  # one no backward took
+        try:
+            return fn(*args, **kwargs)
+        except SystemError:
+            kept = _C.take_kept_error()
+            if kept is None:
+                raise
+        raise kept
 
     return backward_here
 

@@ -80,17 +80,27 @@ def remove_stale(path, is_ours):
     return True
 
 
-def write_new(path, data, fallback):
-    """Write data to a new file at path, whole or not at all: through a
-    temporary file of an unpredictable name beside it, linked to path only
-    if path is free; if another process has written path meanwhile, to
-    fallback instead.  Returns the path written."""
+def _temporary(path, data):
+    """A new file of an unpredictable name beside path, holding data."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o644)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def write_new(path, data, fallback):
+    """Write data to a new file at path, whole or not at all: through a
+    temporary file of an unpredictable name beside it, linked to path only
+    if path is free; if another process has written path meanwhile, to
+    fallback instead.  Returns the path written."""
+    tmp = _temporary(path, data)
+    try:
         for target in (path, fallback):
             try:
                 os.link(tmp, target)  # never replaces: another process's file stays
@@ -106,12 +116,8 @@ def replace(path, data):
     """Write data at path, replacing a regular file of this user's there
     (never a link, a FIFO, a device: check_target), whole or not at all."""
     check_target(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
+    tmp = _temporary(path, data)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

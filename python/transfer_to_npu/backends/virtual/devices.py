@@ -144,7 +144,7 @@ def index_of(device, optional=True):
             return current()
         raise ValueError("expected an npu device, got None")
     if isinstance(device, bool):
-        raise TypeError(f"expected an npu device, got {device!r}")  # a bool
+        raise TypeError(f"expected an npu device, got {device!r}")
     if isinstance(device, int):
         return check_index(device)
     if isinstance(device, str):

@@ -178,6 +178,7 @@ def test_unsupported_api_and_cuda_extension(sp, tmp_path):
         "fused_kernel.cu": """\
             #include <cuda_runtime.h>
             __global__ void fused_add(float *x, int n) { }
+            __global__ void __launch_bounds__(256) fused_scale(float *x) { }
         """,
         "kernels.py": """\
             import triton
@@ -194,6 +195,7 @@ def test_unsupported_api_and_cuda_extension(sp, tmp_path):
     assert rows == {
         ("fused_kernel.cu", 1, "cuda_op", "cuda_source", "#include <cuda_runtime.h>"),
         ("fused_kernel.cu", 2, "cuda_op", "cuda_source", "kernel fused_add"),
+        ("fused_kernel.cu", 3, "cuda_op", "cuda_source", "kernel fused_scale"),
         ("kernels.py", 1, "cuda_op", "package", "triton"),
         ("kernels.py", 2, "cuda_op", "package", "triton.language"),
         ("kernels.py", 4, "cuda_op", "kernel", "triton.jit"),

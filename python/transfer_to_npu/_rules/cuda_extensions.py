@@ -17,7 +17,7 @@ from .. import _C
 from ._row import row
 
 MODULE = "torch.utils.cpp_extension"
-_CUDA_SUFFIXES = (".cu", ".cuh")
+CUDA_SUFFIXES = (".cu", ".cuh")
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 _KERNEL = re.compile(r"__global__\s+[^;{}()]*?(\w+)\s*\(")
 ADVICE = ("write them as Ascend C custom operators (registered for torch_npu through its "
@@ -31,10 +31,17 @@ class CUDAExtensionError(NotImplementedError):
     """A CUDA C++ extension: its kernels need an Ascend port."""
 
 
+def kernel_matches(text):
+    """(offset, name) of each CUDA kernel (``__global__`` function) in
+    source text; ``__launch_bounds__(...)`` is blanked first, keeping
+    offsets, so that it is not read as the kernel's name."""
+    text = _LAUNCH_BOUNDS.sub(lambda m: " " * len(m.group()), text)
+    return [(m.start(), m.group(1)) for m in _KERNEL.finditer(text)]
+
+
 def kernels(text):
-    """The names of the CUDA kernels (``__global__`` functions) in source
-    text."""
-    return list(dict.fromkeys(_KERNEL.findall(_LAUNCH_BOUNDS.sub("", text))))
+    """The names of the CUDA kernels in source text, each once."""
+    return list(dict.fromkeys(name for _, name in kernel_matches(text)))
 
 
 def _read(path):
@@ -68,7 +75,7 @@ def _refuse(api, name, found):
 def _from_files(sources):
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    cuda = [os.fspath(s) for s in sources or () if os.fspath(s).endswith(_CUDA_SUFFIXES)]
+    cuda = [os.fspath(s) for s in sources or () if os.fspath(s).endswith(CUDA_SUFFIXES)]
     return cuda, [(k, os.path.basename(path)) for path in cuda for k in kernels(_read(path))]
 
 

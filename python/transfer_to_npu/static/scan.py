@@ -19,6 +19,7 @@ Positions are ast's: 1-based lines, columns in UTF-8 bytes.
 import ast
 import re
 
+from .._rules import cuda_extensions
 from . import sources as _sources, spellings as _spellings
 from .spellings import hccl_backend, npu_device
 
@@ -46,7 +47,6 @@ CUDA_PACKAGES = {
 }
 
 _EXTENSIONS = "torch.utils.cpp_extension."
-_CUDA_SOURCE = (".cu", ".cuh")
 
 _FIELD = re.compile(r"\{[^{}]*\}")
 _PERCENT = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdi]")
@@ -553,7 +553,7 @@ class Scan:
             sources = kws.get("sources", node.args[1] if len(node.args) > 1 else None)
             if name == "load" and isinstance(sources, (ast.List, ast.Tuple)):
                 cuda = any(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                           and e.value.endswith(_CUDA_SOURCE) for e in sources.elts)
+                           and e.value.endswith(cuda_extensions.CUDA_SUFFIXES) for e in sources.elts)
             cuda_sources = kws.get("cuda_sources",
                                    node.args[2] if name == "load_inline" and len(node.args) > 2
                                    else None)

@@ -16,9 +16,11 @@ import sys
 import time
 import tokenize
 
+from .._rules import cuda_extensions
+
 PYTHON = ".py"
-# CUDA C++ sources; C++ sources that include CUDA's headers are CUDA code too.
-CUDA_SUFFIXES = (".cu", ".cuh")
+# CUDA C++ sources are cuda_extensions.CUDA_SUFFIXES; C++ sources that
+# include CUDA's headers are CUDA code too.
 CPP_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx")
 
 # Directories that hold no code of the user's own.
@@ -28,7 +30,6 @@ _SKIP_DIRS = frozenset(("__pycache__", ".git", ".hg", ".svn", ".tox", ".mypy_cac
 _CUDA_INCLUDE = re.compile(
     rb'^\s*#\s*include\s*[<"]((?:cuda|cublas|cudnn|curand|cusparse|cufft|nccl|thrust/|cub/|'
     rb'ATen/cuda/|c10/cuda/)[^>"]*)[>"]', re.M)
-_KERNEL = re.compile(rb"__global__\s+(?:[\w:<>,*&\s]+?\s)?(\w+)\s*\(")
 
 
 class SourceError(Exception):
@@ -53,7 +54,7 @@ class Entry:
 def kind_of(name):
     if name.endswith(PYTHON):
         return "python"
-    if name.endswith(CUDA_SUFFIXES):
+    if name.endswith(cuda_extensions.CUDA_SUFFIXES):
         return "cuda"
     if name.endswith(CPP_SUFFIXES):
         return "cpp"
@@ -185,10 +186,9 @@ def parse_python(text, path):
 def cuda_code(data):
     """Where C++ source is CUDA code: [(line, what)] for each CUDA kernel
     (__global__ function) and each CUDA header included."""
-    found = []
-    for m in _KERNEL.finditer(data):
-        found.append((data.count(b"\n", 0, m.start()) + 1,
-                      f"kernel {m.group(1).decode('utf-8', 'replace')}"))
+    text = data.decode("utf-8", "replace")
+    found = [(text.count("\n", 0, at) + 1, f"kernel {name}")
+             for at, name in cuda_extensions.kernel_matches(text)]
     for m in _CUDA_INCLUDE.finditer(data):
         found.append((data.count(b"\n", 0, m.start()) + 1,
                       f"#include <{m.group(1).decode('utf-8', 'replace')}>"))

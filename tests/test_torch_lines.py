@@ -76,6 +76,21 @@ SCRIPT = textwrap.dedent("""
 
     out["mappings"] = {m["source"]: [m["target"], m["kind"], m["calls"]]
                        for m in transfer_to_npu.mappings()}
+    # The builtins of torch.* and torch.fft.* whose op schemas have a device
+    # argument, read from every schema.
+    def schema_takes_device(name):
+        try:
+            schemas = torch._C._jit_get_schemas_for_operator("aten::" + name)
+        except RuntimeError:
+            return False
+        return any(a.name == "device" for s in schemas for a in s.arguments)
+    from transfer_to_npu._rules import factories
+    out["factory rows"] = sorted(r[0] for r in factories.rows(torch))
+    out["schema factories"] = sorted(
+        f"{dotted}.{name}"
+        for dotted, names, prefix in (("torch", dir(torch._C._VariableFunctions), ""),
+                                      ("torch.fft", dir(torch.fft), "fft_"))
+        for name in names if not name.startswith("_") and schema_takes_device(prefix + name))
     transfer_to_npu.disable()
     out["restored"] = (all(getattr(torch.cuda, n) is f for n, f in saved.items())
                        and all(getattr(torch.cuda.memory, n) is f
@@ -139,6 +154,18 @@ def test_cuda_calls_reach_torch_npu(result):
 
 def test_tensors_go_to_the_npu(result):
     assert result[0]["tensors reached"] == ["npu"] * 4
+
+
+def test_every_builtin_taking_a_device_is_mapped(result):
+    """The factories' rows come from torch's dispatcher, not from reading
+    each op's schemas: on this torch they are the same builtins, with
+    torch.asarray (a binding with no op schema)."""
+    out = result[0]
+    rows = set(out["factory rows"])
+    builtins = {r for r in rows if r.count(".") == 1 + r.startswith("torch.fft.")}
+    assert {"torch.zeros", "torch.empty_like", "torch.tensor", "torch.fft.fftfreq"} <= builtins
+    assert builtins - {"torch.Generator", "torch.Stream", "torch.Event"} == (
+        set(out["schema factories"]) | {"torch.asarray"})
 
 
 def test_migrates_at_interpreter_start(tmp_path):

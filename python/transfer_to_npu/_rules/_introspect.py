@@ -3,7 +3,8 @@ process start.
 
 * Parameter names of Python functions come from their code objects
   (inspect.signature costs tens of microseconds a call).
-* Which ops take a device comes from torch's op schemas.
+* Which ops take a device comes from torch's dispatcher (factories.py),
+  and for the few it cannot tell, from their op schemas.
 """
 
 import inspect

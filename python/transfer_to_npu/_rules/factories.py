@@ -1,5 +1,5 @@
 """The device argument of torch.*, torch.fft.* and torch.signal.windows.*
-functions, found in torch's op schemas and function signatures."""
+functions, found through torch's dispatcher and function signatures."""
 
 import functools
 import inspect
@@ -8,11 +8,12 @@ from .. import _C
 from ._introspect import op_takes_device, original, takes_device
 from ._row import row
 
-# Device-taking factories that are Python bindings without an op schema.
-WITHOUT_SCHEMA = ("asarray",)
+# Device-taking factories that are Python bindings of their own, with no
+# native op (hence no BackendSelect kernel) behind them.
+BINDINGS = ("tensor", "as_tensor", "asarray")
 
-# (module, the prefix of its ops' schema names) per module whose functions
-# are scanned.
+# (module, the prefix of its ops' names) per module whose functions are
+# scanned.
 _MODULES = (("torch", ""), ("torch.fft", "fft_"), ("torch.signal.windows", ""))
 
 
@@ -24,18 +25,24 @@ def _module(torch, dotted):
 
 
 def _builtins_taking_device(torch):
-    """Per module, the names of its builtins whose op schema has a device
-    argument."""
+    """Per module, the names of its builtins that take a device: those of
+    the ops dispatched by their device argument (one call lists them all,
+    where reading each builtin's op schemas takes some 6 ms a process), and
+    the ``*_like`` builtins whose schemas have one."""
+    from .. import backends
+
+    selected = {q[len("aten::"):].partition(".")[0] for q in backends.dispatched_by_device()}
     found = {}
-    for dotted, schema_prefix in _MODULES:
+    for dotted, prefix in _MODULES:
         module = _module(torch, dotted)
         # torch.*'s builtins are those of _VariableFunctions (dir() of
         # torch itself also lists its submodules and Python helpers).
         scanned = torch._C._VariableFunctions if module is torch else module
         found[dotted] = [
             name for name in sorted(dir(scanned))
-            if not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
-            and op_takes_device(torch, schema_prefix + name)]
+            if (prefix + name in selected or name.endswith("_like"))
+            and not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
+            and (prefix + name in selected or op_takes_device(torch, prefix + name))]
     return found
 
 
@@ -56,7 +63,7 @@ def rows(torch):
     for dotted, _ in _MODULES:
         module = _module(torch, dotted)
         if module is torch:
-            names = builtins[dotted] + list(WITHOUT_SCHEMA)
+            names = sorted(set(builtins[dotted]) | set(BINDINGS))
         else:
             names = sorted(builtins[dotted] + _python_functions(module))
         for name in names:

@@ -5,6 +5,7 @@ imports, else the virtual NPU), ``torch_npu`` or ``virtual``.  Both make
 the ``npu`` device and ``torch.npu`` exist; the mapping table is the same.
 """
 
+import functools
 import importlib.util
 import os
 import warnings
@@ -30,6 +31,20 @@ def install():
     if installed is None:
         installed = _install()
     return installed
+
+
+@functools.lru_cache(maxsize=None)
+def dispatched_by_device():
+    """The aten ops torch dispatches by their device argument: those with a
+    BackendSelect kernel, which torchgen gives every native op whose schema
+    has the tensor options (dtype, layout, device, pin_memory) but the
+    ``*_like`` and ``new_*`` ops, which dispatch on their tensor (its
+    needs_backend_select).  The virtual NPU registers their kernels at
+    import; the rules map their device argument (_rules/factories.py)."""
+    import torch
+
+    return frozenset(q for q in torch._C._dispatch_get_registrations_for_dispatch_key(
+        "BackendSelect") if q.startswith("aten::"))
 
 
 def is_hccl_available():

@@ -16,6 +16,7 @@ import threading
 import torch
 
 from ... import _C
+from .. import dispatched_by_device
 from . import devices, npu, random
 
 NAME = "virtual"
@@ -42,14 +43,6 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
 # directly, which a Python-defined device cannot provide: they run on the
 # host whole (factories.host_override).
 HOST_OVERRIDES = ("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta")
-
-
-@functools.lru_cache(maxsize=None)
-def dispatched_by_device():
-    """The ops torch dispatches by their device argument (those with a
-    BackendSelect kernel: the factories)."""
-    return frozenset(q for q in torch._C._dispatch_get_registrations_for_dispatch_key(
-        "BackendSelect") if q.startswith("aten::"))
 
 
 def runs_host_kernel(qualified):

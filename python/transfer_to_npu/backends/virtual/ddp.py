@@ -28,14 +28,13 @@ def _on_npu(module):
 
 def without_unused_parameters(init):
     """DDP's ``__init__`` (``init``) that makes DDP on npu parameters
-    without detecting unused ones.  Made at the first DDP: DDP's __init__ is
-    in place from import, by reference, and this module loads then."""
-    signature = inspect.signature(init)
+    without detecting unused ones."""
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
+        # Read per DDP made, not at import: a few made per process.
         try:
-            bound = signature.bind(self, *args, **kwargs)
+            bound = inspect.signature(init).bind(self, *args, **kwargs)
         except TypeError:
             return init(self, *args, **kwargs)  # torch's own error
         asked = [name for name in _ASKS if bound.arguments.get(name)]

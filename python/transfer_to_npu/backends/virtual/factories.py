@@ -8,8 +8,6 @@ one; the others wait for the first npu tensor, in ops.py, which loads with
 them.
 """
 
-import functools
-
 import torch
 
 from ... import _C
@@ -62,7 +60,11 @@ def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
 
 def host_override(qualified):
     """The kernel of op ``qualified`` (HOST_OVERRIDES in the package's
-    __init__) running the op itself on the host (on host aliases), made at
-    its first call."""
-    op = op_of(qualified)
-    return functools.partial(_C.host_run, op, op._op)
+    __init__) running the op itself on the host (on host aliases).  The op
+    is looked up as the kernel runs: the first lookup of an op costs some
+    0.1 ms, and these ops (windows) are seldom called, never in a step."""
+    def kernel(*args, **kwargs):
+        op = op_of(qualified)
+        return _C.host_run(op, op._op, *args, **kwargs)
+
+    return kernel

@@ -173,7 +173,8 @@ def test_attention_rows_name_torchs_attention(migrated):
 # --- apex ----------------------------------------------------------------
 
 APEX_SCRIPT = textwrap.dedent("""
-    # An apex O1 training script, as written for CUDA.
+    # An apex training script, as written for CUDA.
+    import sys
     import torch
     from apex import amp
     from apex.normalization import FusedLayerNorm
@@ -183,7 +184,7 @@ APEX_SCRIPT = textwrap.dedent("""
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), FusedLayerNorm(32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4)).cuda()
     optimizer = FusedAdam(model.parameters(), lr=1e-2)
-    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    model, optimizer = amp.initialize(model, optimizer, opt_level=sys.argv[1])
     x = torch.randn(64, 16).cuda()
     y = (x[:, :4] > 0).float().cuda()
     for step in range(30):
@@ -198,15 +199,19 @@ APEX_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_apex_o1_script_trains(tmp_path):
+# What the model's forward gives: O1 runs it under autocast; O2 casts its
+# outputs to float32.
+@pytest.mark.parametrize("opt_level, out_dtype", [("O1", "torch.float16"),
+                                                  ("O2", "torch.float32")])
+def test_apex_script_trains(tmp_path, opt_level, out_dtype):
     script = tmp_path / "apex_train.py"
     script.write_text(APEX_SCRIPT)
     report = tmp_path / "report.json"
-    proc = run_python(["-m", "transfer_to_npu", "--report", str(report), str(script)],
-                      env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    proc = run_python(["-m", "transfer_to_npu", "--report", str(report), str(script),
+                       opt_level], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
     assert proc.returncode == 0, proc.stderr
     lines = [line.split() for line in proc.stdout.splitlines() if line.startswith("step")]
-    assert all(line[4:] == ["torch.float16", "npu:0"] for line in lines)  # O1: autocast
+    assert all(line[4:] == [out_dtype, "npu:0"] for line in lines)
     assert float(lines[-1][3]) < 0.5 * float(lines[0][3])
     used = {m["source"]: m["count"] for m in json.loads(report.read_text())["mappings"]}
     assert used["apex.amp.scale_loss"] == 30
@@ -234,8 +239,124 @@ def test_apex_loss_scaler_skips_an_overflowing_step(migrated):
         scaled.backward()
     opt.step()
     torch.testing.assert_close(model.weight.detach().cpu(), weight.cpu() - 0.1)
-    with pytest.raises(NotImplementedError, match="opt_level='O2'.*torch.autocast"):
-        amp.initialize(model, opt, opt_level="O2")
+    with pytest.raises(RuntimeError, match="amp.initialize once"):
+        amp.initialize(model, opt, opt_level="O1")
+    with pytest.raises(RuntimeError, match="SGD was not passed through amp.initialize"):
+        with amp.scale_loss(loss, torch.optim.SGD(model.parameters(), lr=0.1)):
+            pass
+
+
+def _convnet(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                               torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 2)).npu()
+
+
+def _half_but_batch_norm(model):
+    """What apex's O2 makes of a model, by hand."""
+    for module in model.modules():
+        if not isinstance(module, torch.nn.BatchNorm2d):
+            module.to(torch.float16) if not list(module.children()) else None
+    return model
+
+
+def test_apex_o2_updates_float32_masters_of_a_float16_model(migrated):
+    from apex import amp
+
+    model = _convnet(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level="O2")
+    assert [p.dtype for p in model.parameters()] == [torch.float16] * 2 + [torch.float32] * 2 + [
+        torch.float16] * 2  # the batch norm stays float32
+    masters = list(amp.master_params(opt))
+    assert all(m.dtype == torch.float32 and m.device.type == "npu" for m in masters)
+    weights = [m.detach().clone() for m in masters]
+    x, y = torch.randn(5, 3, 6, 6, device="cuda"), torch.tensor([0, 1, 1, 0, 1], device="cuda")
+    out = model(x)  # float32 in, float16 inside, float32 out
+    assert out.dtype == torch.float32
+    with amp.scale_loss(torch.nn.functional.cross_entropy(out, y), opt) as scaled:
+        scaled.backward()
+
+    # The same step by hand: the float16 model, its loss unscaled.
+    reference = _half_but_batch_norm(_convnet(0))
+    loss = torch.nn.functional.cross_entropy(reference(x.half()).float(), y)
+    loss.backward()
+    for master, ref in zip(masters, reference.parameters()):
+        torch.testing.assert_close(master.grad, ref.grad.float(), rtol=1e-2, atol=1e-3)
+    grads = [m.grad.clone() for m in masters]
+    opt.step()
+    for param, master, weight, grad in zip(model.parameters(), masters, weights, grads):
+        torch.testing.assert_close(master, weight - 0.1 * grad)
+        assert torch.equal(param, master.to(param.dtype))
+        # A master's gradient is dropped at the step; a float32
+        # parameter's own is zero_grad's to clear.
+        assert (master.grad is None) == (param.dtype == torch.float16)
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_apex_o2_skips_an_overflowing_step(migrated):
+    from apex import amp
+
+    model, opt = amp.initialize(*(lambda m: (m, torch.optim.SGD(m.parameters(), lr=0.1)))(
+        _convnet(1)), opt_level="O2")
+    before = [p.detach().clone() for p in (*model.parameters(), *amp.master_params(opt))]
+    x = torch.randn(2, 3, 6, 6, device="cuda")
+    with amp.scale_loss(model(x).sum() * float("inf"), opt) as scaled:
+        scaled.backward()
+    opt.step()
+    after = [p.detach() for p in (*model.parameters(), *amp.master_params(opt))]
+    assert all(torch.equal(a, b) for a, b in zip(after, before))
+    assert amp.state_dict()["loss_scaler0"]["loss_scale"] == 2.0 ** 15
+    batch_norm = {id(p) for p in model[1].parameters()}  # float32, no masters
+    assert all(m.grad is None for m in amp.master_params(opt) if id(m) not in batch_norm)
+
+
+@pytest.mark.parametrize("delay_unscale", [False, True])
+@pytest.mark.parametrize("opt_level", ["O1", "O2"])
+def test_apex_accumulates_gradients_over_losses(migrated, opt_level, delay_unscale):
+    """Two losses' backwards before a step, each in its scale_loss: the
+    gradients are the sum of the two, unscaled, with or without
+    delay_unscale on the first (a static scale: no overflow to skip)."""
+    from apex import amp
+
+    model = _convnet(2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level=opt_level, loss_scale=128.0)
+    batches = [torch.randn(3, 3, 6, 6, device="cuda") for _ in range(2)]
+    for i, x in enumerate(batches):
+        with amp.scale_loss(model(x).float().pow(2).mean(), opt,
+                            delay_unscale=delay_unscale and i == 0) as scaled:
+            scaled.backward()
+    reference = _convnet(2)
+    if opt_level == "O2":
+        reference = _half_but_batch_norm(reference)
+    for x in batches:
+        with torch.autocast("cuda", dtype=torch.float16, enabled=opt_level == "O1"):
+            out = reference(x.half() if opt_level == "O2" else x)
+        out.float().pow(2).mean().backward()
+    for mine, ref in zip(amp.master_params(opt), reference.parameters()):
+        torch.testing.assert_close(mine.grad, ref.grad.float(), rtol=1e-2, atol=1e-3)
+
+
+def test_apex_o3_is_float16_throughout(migrated):
+    from apex import amp
+
+    model = _convnet(3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt = amp.initialize(model, opt, opt_level="O3", keep_batchnorm_fp32="True")
+    assert {p.dtype for p in model[1].parameters()} == {torch.float32}
+    model, opt = amp.initialize(*(lambda m: (m, torch.optim.SGD(m.parameters(), lr=0.1)))(
+        _convnet(3)), opt_level="O3")
+    assert {p.dtype for p in model.parameters()} == {torch.float16}
+    assert list(amp.master_params(opt)) == list(model.parameters())
+    weight = model[0].weight.detach().clone()
+    with amp.scale_loss(model(torch.randn(2, 3, 6, 6, device="cuda")).sum(), opt) as scaled:
+        assert scaled.dtype == torch.float32
+        scaled.backward()
+    opt.step()
+    assert not torch.equal(model[0].weight, weight)
+    assert model[0].weight.dtype == torch.float16
 
 
 @pytest.mark.parametrize("decoupled_in_torch", [True, False])

@@ -38,7 +38,8 @@ PACKAGES = (
      dict.fromkeys(("memory_efficient_attention", "memory_efficient_attention_forward"),
                    ("function", None))),
     ("apex.amp", "apex_amp", "_amp",
-     {"initialize": ("function", "torch.autocast(dtype=torch.float16) and a loss scaler"),
+     {"initialize": ("function", "torch.autocast(dtype=torch.float16) (O1) or float16 models "
+                                 "(O2: with float32 master weights; O3), and a loss scaler"),
       "scale_loss": ("function",
                      "loss scaling (torch._amp_foreach_non_finite_check_and_unscale_)")}),
     ("apex.optimizers", "apex_optimizers", "_optimizers",

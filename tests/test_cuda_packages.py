@@ -495,6 +495,27 @@ def test_served_packages_are_torchs_device(migrated):
     assert npu().type == "npu"
 
 
+def test_served_packages_have_distribution_metadata(migrated):
+    """importlib.metadata knows the served packages while migrating (as
+    libraries check them), at the version of the interface served."""
+    import importlib.metadata as metadata
+
+    import apex
+    import flash_attn
+    import xformers
+
+    for name, module in (("flash_attn", flash_attn), ("flash-attn", flash_attn),
+                         ("xformers", xformers), ("apex", apex)):
+        assert metadata.version(name) == module.__version__
+    assert metadata.metadata("apex")["Name"] == "apex"
+    transfer_to_npu.disable()
+    try:
+        with pytest.raises(metadata.PackageNotFoundError):
+            metadata.version("flash_attn")
+    finally:
+        transfer_to_npu.enable()
+
+
 def test_installed_apex_served_only_in_place_of_nvidias(tmp_path):
     """NVIDIA's apex (a package with apex.amp) is served on the NPU; a
     package of the same name that is another project is left alone."""

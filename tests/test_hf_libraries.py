@@ -1,7 +1,7 @@
 """Hugging Face's libraries see the NPU they would see on an Ascend
 machine: their torch_npu probes are true while migrating, a Trainer trains
-on npu in fp16 and bf16 (on transformers' Ascend attention path too) and
-resumes from a checkpoint, and accelerate picks hccl, also when the script
+on npu in fp16 and bf16 (on transformers' Ascend attention path too, and
+through apex) and resumes from a checkpoint, and accelerate picks hccl, also when the script
 asks for nccl.  Tiny configs built here; nothing is downloaded."""
 import socket
 import textwrap
@@ -41,6 +41,11 @@ TRAINER = textwrap.dedent("""
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
     precision, attention, out, resume = sys.argv[1:5]
+    if precision.startswith("apex-"):  # fp16 through apex.amp, at that opt level
+        precision = {"fp16": True, "half_precision_backend": "apex",
+                     "fp16_opt_level": precision[len("apex-"):]}
+    else:
+        precision = {precision: True}
     config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=32)
@@ -59,11 +64,12 @@ TRAINER = textwrap.dedent("""
 
     args = TrainingArguments(output_dir=out, per_device_train_batch_size=4, max_steps=4,
                              save_steps=2, logging_steps=1, report_to=[], seed=0,
-                             learning_rate=1e-2, **{precision: True})
+                             learning_rate=1e-2, **precision)
     trainer = Trainer(model=model, args=args, train_dataset=Data())
     result = trainer.train(resume_from_checkpoint=None if resume == "-" else resume)
     params = torch.cat([p.detach().float().flatten().cpu() for p in trainer.model.parameters()])
     print("device", args.device, next(trainer.model.parameters()).device)
+    print("dtype", next(trainer.model.parameters()).dtype)
     print("attention", trainer.model.config._attn_implementation)
     print("loss", result.training_loss)
     torch.save(params, out + "/final.pt")
@@ -89,6 +95,16 @@ def test_trainer_fp16_trains_on_npu_and_resumes(tmp_path):
     stdout, resumed = _train(tmp_path, "fp16", "sdpa", str(out / "checkpoint-2"), name="resumed")
     assert "device npu:0 npu:0" in stdout
     torch.testing.assert_close(torch.load(resumed / "final.pt"), torch.load(out / "final.pt"))
+
+
+def test_trainer_fp16_through_apex_o2(tmp_path):
+    """half_precision_backend='apex': transformers finds apex by its
+    distribution's metadata (served), then trains through amp.initialize
+    at O2: a float16 model, float32 master weights."""
+    stdout, _ = _train(tmp_path, "apex-O2", "sdpa", "-")
+    assert "device npu:0 npu:0" in stdout and "dtype torch.float16" in stdout
+    loss = float(next(line.split()[1] for line in stdout.splitlines() if line.startswith("loss")))
+    assert 0 < loss < 10
 
 
 def test_trainer_bf16_on_transformers_ascend_attention_with_lora(tmp_path):

@@ -20,11 +20,19 @@ Nor is an installed ``apex`` on Ascend's backend, where Ascend ships a port
 of it, nor one that is not NVIDIA's (PyPI's "apex" is another project).
 A module of a served package that has no counterpart here fails to import,
 naming itself and what to use instead.
+
+The finder also gives each served package's distribution metadata
+(``importlib.metadata.version("flash_attn")``), its version the
+interface's served (the module's ``__version__``): libraries check it
+before they use a package (transformers' apex and flash_attn, diffusers'
+xformers).
 """
 
 import importlib
 import importlib.machinery
+import importlib.metadata
 import os
+import re
 import sys
 
 from . import _C, backends
@@ -133,6 +141,28 @@ def find_spec(name, backend):
     return importlib.machinery.ModuleSpec(name, _Alias(name, module_name))
 
 
+class _Distribution(importlib.metadata.Distribution):
+    """A served package's metadata: its name and the version of the
+    interface served."""
+
+    def __init__(self, name):
+        self.served = name
+
+    def read_text(self, filename):
+        if filename != "METADATA":
+            return None
+        version = importlib.import_module(MODULES[self.served], _PACKAGE).__version__
+        return (f"Metadata-Version: 2.1\nName: {self.served}\nVersion: {version}\n"
+                f"Summary: served on the NPU by {_PACKAGE}\n")
+
+    def locate_file(self, path):
+        return os.path.join(os.path.dirname(__file__), "served", str(path))
+
+
+def _normalized(name):
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
 class Finder:
     """The finder of the served names, first on sys.meta_path while
     migrating."""
@@ -143,6 +173,16 @@ class Finder:
         if (top not in PACKAGES and top not in EXTENSIONS) or not _C.is_enabled():
             return None
         return find_spec(name, backends.installed)
+
+    @staticmethod
+    def find_distributions(context=importlib.metadata.DistributionFinder.Context()):
+        """The served packages' distributions (those named by context),
+        but for a package an installed one is used in place of."""
+        if not _C.is_enabled():
+            return []
+        wanted = None if context.name is None else _normalized(context.name)
+        return [_Distribution(top) for top in PACKAGES
+                if wanted in (None, top) and not _yields(top, backends.installed)]
 
 
 def submodule(package, name):

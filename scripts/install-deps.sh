@@ -55,3 +55,15 @@ if ! "$PYTHON" -c "import lightning" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q -c "$constraints" lightning==2.6.6
     rm -f "$constraints"
 fi
+
+# DeepSpeed from PyPI: the tests run its ZeRO on the NPU, on its own Ascend
+# path (its kernels are built when first used, and none are on the virtual
+# NPU); torch held as above.  Looked for, not imported (its import probes
+# the machine's accelerators).
+if ! "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('deepspeed') is None)"; then
+    echo "install-deps: pip install deepspeed==0.19.8"
+    constraints=$(mktemp)
+    echo "torch==$TORCH_VERSION" >"$constraints"
+    "$PYTHON" -m pip install -q -c "$constraints" deepspeed==0.19.8
+    rm -f "$constraints"
+fi

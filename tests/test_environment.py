@@ -91,6 +91,28 @@ def test_disable_unsets_what_was_carried():
     assert proc.stdout.splitlines() == ["lo 1", "None None lo", "lo 1"]
 
 
+def test_the_virtual_npu_gives_a_cann_home_without_cann():
+    """Libraries on their Ascend path (taken as torch_npu imports) read
+    ASCEND_HOME_PATH: the virtual NPU gives one with no CANN in it, keeps
+    one that is set, and disable() unsets its own."""
+    code = textwrap.dedent("""
+        import os, re
+        import transfer_to_npu
+        home = os.environ.get("ASCEND_HOME_PATH")
+        # As DeepSpeed looks for CANN's version there.
+        print(home is not None and os.path.isdir(home),
+              any(re.match(r"ascend_.*_install\\.info", f) for _, _, fs in os.walk(home) for f in fs))
+        transfer_to_npu.disable()
+        print(os.environ.get("ASCEND_HOME_PATH"))
+    """)
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual",
+                                         "ASCEND_HOME_PATH": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["True False", "None"]
+    shown, _ = _show({"ASCEND_HOME_PATH": "/usr/local/Ascend"}, names=("ASCEND_HOME_PATH",))
+    assert shown == {"ASCEND_HOME_PATH": "/usr/local/Ascend"}
+
+
 def test_the_environment_is_in_the_table():
     proc = run_python(["-m", "transfer_to_npu", "--list"],
                       env={"TRANSFER_TO_NPU_BACKEND": "virtual"})

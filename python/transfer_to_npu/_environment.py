@@ -126,7 +126,7 @@ def _row(source, target, kind, npu_name, value, npu_value=None):
 # Every name the rows read: os.environ is walked once for those set (a
 # look-up of a name that is not set raises and catches two KeyErrors).
 _NAMES = frozenset(name for cuda, npu, _ in CARRIED for name in (cuda, npu)) | frozenset(
-    UNSUPPORTED) | {"HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}
+    UNSUPPORTED) | {"HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "ASCEND_HOME_PATH"}
 
 
 def _set():
@@ -154,7 +154,11 @@ def rows():
 
 def backend_rows(backend):
     """On the virtual NPU, whose collectives are gloo's: the network
-    interface HCCL is given (or NCCL was, carried above), for gloo."""
+    interface HCCL is given (or NCCL was, carried above), for gloo; and a
+    CANN home, with no CANN in it: libraries that take their Ascend path
+    when torch_npu imports (the virtual NPU's does) read CANN's, and
+    DeepSpeed's fails without one (it then builds none of its Ascend
+    kernels, finding no CANN)."""
     if backend != "virtual":
         return []
     environ = _set()
@@ -163,8 +167,12 @@ def backend_rows(backend):
         carried = gloo_interface(value)
         if carried is None:
             value = None
+    home = os.path.join(os.path.dirname(__file__), "backends", "virtual")
     return [_row("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME (the virtual NPU's collectives)",
-                 "environment", "GLOO_SOCKET_IFNAME", value, carried)]
+                 "environment", "GLOO_SOCKET_IFNAME", value, carried),
+            _row("ASCEND_HOME_PATH", "ASCEND_HOME_PATH (the virtual NPU's: no CANN)",
+                 "environment", "ASCEND_HOME_PATH",
+                 "" if "ASCEND_HOME_PATH" not in environ else None, home)]
 
 
 def gloo_interface(spec, names=None):

@@ -1,6 +1,7 @@
 """DeepSpeed, as a CUDA script uses it, takes its own Ascend path on the
 virtual NPU (its npu accelerator and hccl, chosen as torch_npu imports)
-and trains with ZeRO, in one process and on two ranks."""
+and trains with ZeRO, in one process and on two ranks (under torchrun and
+under its own launcher)."""
 import importlib.util
 import socket
 import textwrap
@@ -21,9 +22,12 @@ SCRIPT = textwrap.dedent("""
     accelerator = get_accelerator()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    # ZeRO's stage: the first argument that is one (DeepSpeed's launcher
+    # adds --local_rank=N).
+    stage = next((int(a) for a in sys.argv[1:] if a.isdigit()), 3)
     config = {"train_batch_size": 8, "steps_per_print": 1000, "bf16": {"enabled": True},
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}},
-              "zero_optimization": {"stage": int(sys.argv[1])}}
+              "zero_optimization": {"stage": stage}}
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                            config=config)
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1)).cuda()
@@ -67,9 +71,20 @@ def test_zero_2_in_one_process(tmp_path):
     assert float(last) < 0.5 * float(first)
 
 
-def test_zero_3_on_two_ranks(tmp_path):
-    proc = run_torchrun(tmp_path, SCRIPT.replace("int(sys.argv[1])", "3"),
-                        env={**ENV, "TRANSFER_TO_NPU": "1"}, timeout=300)
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_zero_3_on_two_ranks(tmp_path, launcher):
+    """Under torchrun, and under DeepSpeed's own launcher (`deepspeed
+    --num_gpus 2`), which tells its workers how many run on the node by
+    LOCAL_SIZE and sets ASCEND_RT_VISIBLE_DEVICES for them."""
+    env = {**ENV, "TRANSFER_TO_NPU": "1"}
+    if launcher == "torchrun":
+        proc = run_torchrun(tmp_path, SCRIPT, env=env, timeout=300)
+    else:
+        script = tmp_path / "train.py"
+        script.write_text(SCRIPT)
+        proc = run_python(["-m", "deepspeed.launcher.runner", "--num_gpus", "2",
+                           "--master_port", _free_port(), str(script), "3"], cwd=tmp_path,
+                          env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = sorted(_ran(proc.stdout), key=lambda r: r[2])
     assert [r[:3] for r in ran] == [["npu", "hccl", "npu:0"], ["npu", "hccl", "npu:1"]]

@@ -1,8 +1,8 @@
 """Which virtual NPUs exist and which one is current.
 
 ``TRANSFER_TO_NPU_VIRTUAL_DEVICES`` sets how many the machine has (default
-1, or under a launcher such as torchrun one per process of the node,
-``LOCAL_WORLD_SIZE``).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among
+1, or under a launcher such as torchrun or DeepSpeed's one per process of
+the node, ``LOCAL_WORLD_SIZE`` or ``LOCAL_SIZE``).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among
 them as on real hardware: a comma-separated list of device ids, renumbered
 from 0 in the order given; the list ends at its first entry that names no
 device.  The current device is per thread, as on real hardware, and kept by
@@ -22,13 +22,16 @@ from ... import _C
 
 
 def _launched_per_node():
-    """The processes a launcher (torchrun, torch.distributed.launch) runs on
-    this node, or None outside one."""
-    try:
-        n = int(os.environ.get("LOCAL_WORLD_SIZE", ""))
-    except ValueError:
-        return None
-    return n if 1 <= n <= _C.MAX_DEVICE_INDEX + 1 else None
+    """The processes a launcher runs on this node (torchrun's and
+    torch.distributed.launch's LOCAL_WORLD_SIZE, DeepSpeed's LOCAL_SIZE),
+    or None outside one."""
+    for name in ("LOCAL_WORLD_SIZE", "LOCAL_SIZE"):
+        try:
+            n = int(os.environ.get(name, ""))
+        except ValueError:
+            continue
+        return n if 1 <= n <= _C.MAX_DEVICE_INDEX + 1 else None
+    return None
 
 
 @functools.lru_cache(maxsize=None)

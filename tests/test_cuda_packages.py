@@ -508,6 +508,7 @@ def test_served_packages_have_distribution_metadata(migrated):
                          ("xformers", xformers), ("apex", apex)):
         assert metadata.version(name) == module.__version__
     assert metadata.metadata("apex")["Name"] == "apex"
+    assert metadata.packages_distributions()["flash_attn"] == ["flash_attn"]
     transfer_to_npu.disable()
     try:
         with pytest.raises(metadata.PackageNotFoundError):

@@ -149,6 +149,8 @@ class _Distribution(importlib.metadata.Distribution):
         self.served = name
 
     def read_text(self, filename):
+        if filename == "top_level.txt":  # packages_distributions()
+            return self.served + "\n"
         if filename != "METADATA":
             return None
         version = importlib.import_module(MODULES[self.served], _PACKAGE).__version__

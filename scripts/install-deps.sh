@@ -29,41 +29,38 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
     "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
 fi
 "$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
+
+# The libraries below are installed with torch held at the version this
+# Python has, so that pip never replaces it (a venv of another torch line,
+# `make test-torch`, keeps its own).
+HELD=$(mktemp)
+trap 'rm -f "$HELD"' EXIT
+"$PYTHON" -c "import torch; print('torch==' + torch.__version__.split('+')[0])" >"$HELD"
 # libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
 "$PYTHON" -c "import libcst" >/dev/null 2>&1 || "$PYTHON" -m pip install -q libcst
 # transformers, accelerate and peft from PyPI: the tests run Hugging Face's
 # libraries on the NPU (tiny configs made locally, nothing downloaded).  The
-# versions tested; torch held by a constraint, so that pip never replaces it.
+# versions tested.
 HF_PACKAGES=(transformers==4.57.6 accelerate==1.15.0 peft==0.21.2)
 if ! "$PYTHON" -c "import transformers, accelerate, peft" >/dev/null 2>&1; then
     echo "install-deps: pip install ${HF_PACKAGES[*]}"
-    constraints=$(mktemp)
-    echo "torch==$TORCH_VERSION" >"$constraints"
-    "$PYTHON" -m pip install -q -c "$constraints" "${HF_PACKAGES[@]}"
-    rm -f "$constraints"
+    "$PYTHON" -m pip install -q -c "$HELD" "${HF_PACKAGES[@]}"
 fi
 # safetensors: the tests load checkpoints with it (a small wheel, no
 # dependencies).
 "$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors
 
 # lightning from PyPI: the tests run its launcher (Trainer(devices=2)) on the
-# NPU; torch held as above.
+# NPU.
 if ! "$PYTHON" -c "import lightning" >/dev/null 2>&1; then
     echo "install-deps: pip install lightning==2.6.6"
-    constraints=$(mktemp)
-    echo "torch==$TORCH_VERSION" >"$constraints"
-    "$PYTHON" -m pip install -q -c "$constraints" lightning==2.6.6
-    rm -f "$constraints"
+    "$PYTHON" -m pip install -q -c "$HELD" lightning==2.6.6
 fi
 
 # DeepSpeed from PyPI: the tests run its ZeRO on the NPU, on its own Ascend
 # path (its kernels are built when first used, and none are on the virtual
-# NPU); torch held as above.  Looked for, not imported (its import probes
-# the machine's accelerators).
+# NPU).  Looked for, not imported (its import probes the accelerators).
 if ! "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('deepspeed') is None)"; then
     echo "install-deps: pip install deepspeed==0.19.8"
-    constraints=$(mktemp)
-    echo "torch==$TORCH_VERSION" >"$constraints"
-    "$PYTHON" -m pip install -q -c "$constraints" deepspeed==0.19.8
-    rm -f "$constraints"
+    "$PYTHON" -m pip install -q -c "$HELD" deepspeed==0.19.8
 fi

@@ -56,8 +56,8 @@ test-torch: deps
 		./scripts/torch-venv.sh $$line $$venv && \
 		$(MAKE) --no-print-directory build PYTHON=$$venv/bin/python && \
 		echo "test-torch: torch $$line" && \
-		$$venv/bin/python -m pytest -q --noconftest -p no:cacheprovider \
-			tests/test_torch_lines.py || exit 1; \
+		TEST_TORCH_LINE=$$line $$venv/bin/python -m pytest -q --noconftest \
+			-p no:cacheprovider tests/test_torch_lines.py || exit 1; \
 	done
 
 bench: build

@@ -136,6 +136,15 @@ def _torch_line():
     return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
+def test_runs_on_the_torch_line_asked_for():
+    """make test-torch says which line each venv is for: its torch is of
+    that line (a dependency installed there must not replace it)."""
+    line = os.environ.get("TEST_TORCH_LINE")
+    if line is None:
+        pytest.skip("not run by make test-torch")
+    assert _torch_line() == line
+
+
 def test_enables_with_torch_npu_on_this_torch(result):
     out = result[0]
     assert out["backend"] == "torch_npu" and out["kernels"] is False

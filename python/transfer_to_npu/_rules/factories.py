@@ -40,9 +40,9 @@ def _builtins_taking_device(torch):
         scanned = torch._C._VariableFunctions if module is torch else module
         found[dotted] = [
             name for name in sorted(dir(scanned))
-            if (prefix + name in selected or name.endswith("_like"))
-            and not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))
-            and (prefix + name in selected or op_takes_device(torch, prefix + name))]
+            if (prefix + name in selected
+                or (name.endswith("_like") and op_takes_device(torch, prefix + name)))
+            and not name.startswith("_") and inspect.isbuiltin(original(getattr(scanned, name)))]
     return found
 
 

@@ -145,7 +145,7 @@ def _cast_model(model, dtype, keep_batchnorm_fp32):
 
 def _add_masters(optimizer):
     """The optimizer made to update a float32 master copy of each float16
-    parameter it holds: (parameter, master) pairs."""
+    (or bfloat16) parameter it holds: (parameter, master) pairs."""
     pairs = []
     for group in optimizer.param_groups:
         for i, param in enumerate(group["params"]):

@@ -2,11 +2,12 @@
 
 ``TRANSFER_TO_NPU_VIRTUAL_DEVICES`` sets how many the machine has (default
 1, or under a launcher such as torchrun or DeepSpeed's one per process of
-the node, ``LOCAL_WORLD_SIZE`` or ``LOCAL_SIZE``).  ``ASCEND_RT_VISIBLE_DEVICES`` then selects among
-them as on real hardware: a comma-separated list of device ids, renumbered
-from 0 in the order given; the list ends at its first entry that names no
-device.  The current device is per thread, as on real hardware, and kept by
-the C core, which places the results of ops that name no device index.
+the node, ``LOCAL_WORLD_SIZE`` or ``LOCAL_SIZE``).
+``ASCEND_RT_VISIBLE_DEVICES`` then selects among them as on real hardware:
+a comma-separated list of device ids, renumbered from 0 in the order
+given; the list ends at its first entry that names no device.  The current
+device is per thread, as on real hardware, and kept by the C core, which
+places the results of ops that name no device index.
 """
 
 import functools

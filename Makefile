@@ -1,32 +1,53 @@
 # transfer-to-npu: every target sets up what it needs, so each works on a
-# fresh machine.
-PYTHON ?= python3
+# fresh machine.  The Python is the project venv, .venv, made from the
+# system's python3 by the first target that needs it (a Debian/Ubuntu
+# system Python refuses pip's installs, PEP 668); PYTHON=... runs another
+# interpreter as it is, and no venv is made.
+ifeq ($(origin PYTHON),undefined)
+VENV := $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python
+VENV_PYTHON := $(PYTHON)
+endif
 CC ?= gcc
 CHECK_FLAGS := $(shell pkg-config --cflags --libs check 2>/dev/null)
 PURE_C := $(wildcard src/pure/*.c)
 C_TESTS := $(wildcard tests/c/*.c)
 BUILD := build
 
-.PHONY: all deps tools build wheel check pytest test test-torch bench demo sanitize fuzz valgrind clean
+.PHONY: all deps deps-demo tools build wheel check pytest test test-torch test-libraries bench \
+	demo sanitize fuzz valgrind clean
 
 all: build
 
-deps:
-	@./scripts/install-deps.sh
+ifdef VENV
+# The project venv, after the Debian packages it and the build need
+# (python3-venv, python3-dev, gcc, uthash-dev).
+$(VENV)/bin/python:
+	@./scripts/install-deps.sh venv
+	python3 -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+endif
+
+# What building and the demo need (the build's packages, torch), and what
+# the tests need besides (check, pytest, the libraries tested).
+deps-demo: $(VENV_PYTHON)
+	@PYTHON=$(PYTHON) ./scripts/install-deps.sh demo
+
+deps: $(VENV_PYTHON)
+	@PYTHON=$(PYTHON) ./scripts/install-deps.sh test
 
 # valgrind and clang (libFuzzer, sanitizers) for the reliability targets.
 tools:
-	@WITH_TOOLS=1 ./scripts/install-deps.sh
+	@./scripts/install-deps.sh tools
 
 # The extension, installed into the running Python (plain C, no torch needed
 # at build time).
-build: deps
+build: deps-demo
 	@rm -rf $(BUILD)/lib.* # no stale modules in the wheel
 	$(PYTHON) -m pip install -q --no-build-isolation --no-deps .
 
 # A wheel of the package (the extension compiled), which installs without a
 # compiler: dist/transfer_to_npu-*.whl.
-wheel: deps
+wheel: deps-demo
 	@rm -rf $(BUILD)/lib.*
 	$(PYTHON) -m pip wheel -q --no-build-isolation --no-deps -w dist .
 
@@ -39,26 +60,48 @@ $(BUILD)/check_runner: $(C_TESTS) $(PURE_C) $(wildcard include/ttn/*.h) tests/c/
 check: $(BUILD)/check_runner
 	$(BUILD)/check_runner
 
-pytest: build
+pytest: build deps
 	$(PYTHON) -m pytest -q tests
 
 test: check pytest
 
-# The patcher with torch_npu as backend (a stand-in without kernels) on
-# each torch line of TORCH_VERSIONS, in a venv per line
-# ($(TORCH_VENV_PREFIX)<line>, made by scripts/torch-venv.sh: PyPI's CUDA
-# build of the torch that torch_npu's release for the line requires).
-TORCH_VERSIONS ?= 2.1 2.6 2.14
+# Other torch lines, each in a venv of its own ($(TORCH_VENV_PREFIX)<line>,
+# made by scripts/torch-venv.sh: PyPI's CUDA build of the line's torch,
+# which runs without a GPU).  A line the virtual NPU supports
+# (VIRTUAL_NPU_LINES) runs the whole suite, with the test libraries
+# installed there; an older one the patcher with torch_npu as backend (a
+# stand-in without kernels, tests/test_torch_lines.py).
+TORCH_VERSIONS ?= 2.1 2.10 2.14
+VIRTUAL_NPU_LINES := 2.10 2.11 2.12 2.13 2.14
 TORCH_VENV_PREFIX ?= $(BUILD)/venv-torch-
 test-torch: deps
 	@for line in $(TORCH_VERSIONS); do \
 		venv=$(TORCH_VENV_PREFIX)$$line; \
+		case " $(VIRTUAL_NPU_LINES) " in \
+		*" $$line "*) tests=tests;; \
+		*) tests="--noconftest tests/test_torch_lines.py";; \
+		esac; \
 		./scripts/torch-venv.sh $$line $$venv && \
 		$(MAKE) --no-print-directory build PYTHON=$$venv/bin/python && \
-		echo "test-torch: torch $$line" && \
-		TEST_TORCH_LINE=$$line $$venv/bin/python -m pytest -q --noconftest \
-			-p no:cacheprovider tests/test_torch_lines.py || exit 1; \
+		{ [ "$$tests" != tests ] || PYTHON=$$venv/bin/python ./scripts/install-deps.sh test; } && \
+		echo "test-torch: torch $$line: $$tests" && \
+		TEST_TORCH_LINE=$$line $$venv/bin/python -m pytest -q -p no:cacheprovider $$tests \
+			|| exit 1; \
 	done
+
+# The tests of the libraries on their newest releases (transformers 5...):
+# in a venv of its own over $(PYTHON)'s packages (torch is not installed
+# again), whose site-packages hold the newer libraries.
+LIBRARY_VENV ?= $(BUILD)/venv-libraries
+LIBRARY_TESTS ?= tests/test_hf_libraries.py tests/test_flash_transformers.py \
+	tests/test_lightning.py tests/test_deepspeed.py
+test-libraries: deps
+	@[ -x $(LIBRARY_VENV)/bin/python ] || $(PYTHON) -m venv $(LIBRARY_VENV)
+	@$(PYTHON) -c "import sys; print(*(p for p in sys.path if p.endswith('-packages')), sep='\n')" \
+		> $$($(LIBRARY_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))")/_base_packages.pth
+	@PYTHON=$(LIBRARY_VENV)/bin/python LIBRARIES=newest ./scripts/install-deps.sh test
+	$(MAKE) --no-print-directory build PYTHON=$(LIBRARY_VENV)/bin/python
+	$(LIBRARY_VENV)/bin/python -m pytest -q $(LIBRARY_TESTS)
 
 bench: build
 	$(PYTHON) bench/run.py
@@ -83,11 +126,12 @@ sanitize: deps
 	PYTHONPATH=$(CURDIR)/$(SAN)/lib $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 # libFuzzer on the pure-C parsers (device/backend strings, the rules file),
-# and atheris on the C core's device arguments (nested and self-holding
-# containers among them), FUZZ_SECONDS each (default 300: 15 minutes).
+# atheris on the C core's device arguments (nested and self-holding
+# containers among them), on the served attention's argument checks and on
+# the static tools' source trees, FUZZ_SECONDS each (default 300: 25 minutes).
 FUZZ_SECONDS ?= 300
 FUZZ := $(BUILD)/fuzz
-fuzz: tools
+fuzz: tools deps-demo
 	@mkdir -p $(FUZZ)/corpus-devspec $(FUZZ)/corpus-rules
 	cp tests/fuzz/corpus/devspec/* $(FUZZ)/corpus-devspec/
 	cp tests/fuzz/corpus/rules/* $(FUZZ)/corpus-rules/
@@ -101,9 +145,15 @@ fuzz: tools
 		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-rules
 	$(PYTHON) -c "import atheris" 2>/dev/null || $(PYTHON) -m pip install -q atheris
 	$(MAKE) --no-print-directory build
-	@mkdir -p $(FUZZ)/corpus-devargs
+	@mkdir -p $(FUZZ)/corpus-devargs $(FUZZ)/corpus-served
 	$(PYTHON) tests/fuzz/fuzz_devargs.py -max_total_time=$(FUZZ_SECONDS) \
 		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-devargs
+	$(PYTHON) tests/fuzz/fuzz_served.py -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-served
+	@mkdir -p $(FUZZ)/corpus-static
+	cp tests/fuzz/corpus/static/* $(FUZZ)/corpus-static/
+	$(PYTHON) tests/fuzz/fuzz_static.py -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=$(FUZZ)/ $(FUZZ)/corpus-static
 
 # The check suites under valgrind: no invalid access, no leak.
 valgrind: $(BUILD)/check_runner tools

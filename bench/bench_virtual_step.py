@@ -2,9 +2,10 @@
 (examples/train_cnn.py's model, batch 64, SGD, cross-entropy) on the virtual
 NPU against the same step on plain cpu tensors; and, for a model of many
 small ops, of a two-layer transformer encoder (d_model 128, batch 16 x 32
-tokens, AdamW).  First, single ops on small tensors, where the per-op cost
-of the virtual NPU (a kernel registered from Python, arguments aliased in C)
-is all there is.
+tokens, AdamW).  First, single ops on small tensors (add, matmul, conv, a
+factory, a view, a reduction), where the per-op cost of the virtual NPU (a
+kernel registered from Python, arguments aliased in C) is all there is: the
+last column is that overhead, npu minus cpu, in microseconds.
 
     python bench/bench_virtual_step.py [--steps N]
 
@@ -71,15 +72,23 @@ def compare(make, steps):
     return statistics.median(cpu_ms), statistics.median(npu_ms)
 
 
-OPS = (("a + b", "a + b"), ("a.view(2, 2)", "a.view(2, 2)"), ("a.sum()", "a.sum()"))
+# Single ops on small tensors (a, b: 4 elements; m: 4 x 4; x: 1 x 1 x 4 x 4
+# with a 1 x 1 x 3 x 3 filter w), and a factory.
+OPS = (("a + b", "a + b"), ("m @ m", "m @ m"), ("conv2d(x, w)", "conv2d(x, w)"),
+       ("torch.empty(0, device=...)", "torch.empty(0, device=device)"),
+       ("a.view(2, 2)", "a.view(2, 2)"), ("a.sum()", "a.sum()"))
 
 
 def op_costs():
-    """Best microseconds per call of each single op, cpu and npu."""
+    """Best microseconds per call of each single op, cpu and npu, and the
+    npu's overhead (their difference)."""
     for label, stmt in OPS:
         best = {}
         for device in ("cpu", "npu"):
-            env = {"a": torch.ones(4, device=device), "b": torch.ones(4, device=device)}
+            env = {"a": torch.ones(4, device=device), "b": torch.ones(4, device=device),
+                   "m": torch.ones(4, 4, device=device), "x": torch.ones(1, 1, 4, 4, device=device),
+                   "w": torch.ones(1, 1, 3, 3, device=device),
+                   "conv2d": torch.nn.functional.conv2d, "torch": torch, "device": device}
             timer = timeit.Timer(stmt, globals=env)
             best[device] = min(timer.repeat(repeat=5, number=20_000)) / 20_000 * 1e6
         yield label, best["cpu"], best["npu"]
@@ -95,9 +104,10 @@ def main(argv):
 
     print(f"training step, median of {args.steps}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} cpus")
-    print(f"{'op, 4 float32 elements':<34}{'cpu us':>9}{'npu us':>9}{'npu/cpu':>9}")
+    print(f"{'op, small float32 tensors':<34}{'cpu us':>9}{'npu us':>9}{'npu/cpu':>9}"
+          f"{'+us':>9}")
     for label, cpu, npu in op_costs():
-        print(f"{label:<34}{cpu:>9.2f}{npu:>9.2f}{npu / cpu:>9.2f}")
+        print(f"{label:<34}{cpu:>9.2f}{npu:>9.2f}{npu / cpu:>9.2f}{npu - cpu:>9.2f}")
     print(f"{'model':<34}{'cpu ms':>9}{'npu ms':>9}{'npu/cpu':>9}")
     for name, make in (("CNN of train_cnn.py, batch 64", cnn_step),
                        ("transformer, 2 layers, d 128", transformer_step)):

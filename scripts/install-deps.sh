@@ -1,14 +1,36 @@
 #!/usr/bin/env bash
-# Install what building and testing transfer_to_npu needs, skipping what is
-# already there: Debian packages (check, uthash, pkg-config; valgrind and
-# clang for `make sanitize` / `make fuzz`), PyTorch's CPU build, pytest,
-# safetensors and libcst.
+# Install what a stage of the Makefile needs, skipping what is already there:
+#   venv   the Debian packages a venv of the system's python3 and the build
+#          need: python3, python3-venv and python3-dev (for the system's
+#          Python only), gcc, uthash-dev
+#   demo   those, and into $PYTHON: setuptools and wheel (the build), torch,
+#          numpy
+#   test   demo's, check and pkg-config, and into $PYTHON: pytest,
+#          safetensors, libcst, and the libraries tested (pinned;
+#          LIBRARIES=newest: their newest releases)
+#   tools  valgrind and clang (`make sanitize`, `make fuzz`, `make valgrind`)
 set -euo pipefail
 
+STAGE=${1:-test}
 PYTHON=${PYTHON:-python3}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-APT_PACKAGES=(check uthash-dev pkg-config)
-[ "${WITH_TOOLS:-0}" = 1 ] && APT_PACKAGES+=(valgrind clang libclang-rt-14-dev)
+
+APT_PACKAGES=(uthash-dev)
+case $STAGE in
+    venv | demo) ;;
+    test) APT_PACKAGES+=(check pkg-config) ;;
+    tools) APT_PACKAGES=(valgrind clang libclang-rt-14-dev) ;;
+    *) echo "install-deps: unknown stage '$STAGE' (venv, demo, test or tools)" >&2; exit 2 ;;
+esac
+if [ "$STAGE" != tools ]; then
+    command -v cc >/dev/null || command -v gcc >/dev/null || APT_PACKAGES+=(gcc)
+    # The system's Python has its venv module (ensurepip) and its headers in
+    # packages of their own; another Python (pyenv's, a venv's) has both.
+    py=$(command -v python3 || true)
+    if [ -z "$py" ] || dpkg -S "$(readlink -f "$py")" >/dev/null 2>&1; then
+        APT_PACKAGES+=(python3 python3-venv python3-dev)
+    fi
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -20,15 +42,44 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     echo "install-deps: apt-get install ${missing[*]}"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
 fi
+if [ "$STAGE" = venv ] || [ "$STAGE" = tools ]; then exit 0; fi
 
+has() { "$PYTHON" -c "import $1" >/dev/null 2>&1; }
+pip_install() {
+    # A system Python (PEP 668) takes no packages from pip: say what to do.
+    if "$PYTHON" -c "
+import os, sys, sysconfig
+sys.exit(sys.prefix != sys.base_prefix or not os.path.exists(
+    os.path.join(sysconfig.get_path('stdlib'), 'EXTERNALLY-MANAGED')))"; then
+        echo "install-deps: $PYTHON is the system's Python, where pip installs nothing" \
+             "(PEP 668); it needs $*: leave PYTHON unset to use the project venv (.venv)," \
+             "or give a venv's python" >&2
+        exit 1
+    fi
+    echo "install-deps: pip install $*"
+    "$PYTHON" -m pip install -q "$@"
+}
+
+# The build (pip install --no-build-isolation): setuptools 64 or later, wheel.
+"$PYTHON" -c "
+import sys, setuptools, wheel
+sys.exit(int(setuptools.__version__.split('.')[0]) < 64)" >/dev/null 2>&1 ||
+    pip_install "setuptools>=64" wheel
 # Never ask pip for plain "torch": that resolves to a CUDA build of several GB.
-if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-    echo "install-deps: pip install torch==$TORCH_VERSION"
-    "$PYTHON" -m pip install -q "torch==$TORCH_VERSION"
-fi
-"$PYTHON" -c "import pytest" >/dev/null 2>&1 || "$PYTHON" -m pip install -q pytest
+has torch || pip_install "torch==$TORCH_VERSION"
+# numpy: torch warns at import without it.
+has numpy || pip_install numpy
+if [ "$STAGE" = demo ]; then exit 0; fi
+
+has pytest || pip_install pytest
+# libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
+has libcst || pip_install libcst
+# safetensors: the tests load checkpoints with it (a small wheel, no
+# dependencies).
+has safetensors || pip_install safetensors
 
 # The libraries below are installed with torch held at the version this
 # Python has, so that pip never replaces it (a venv of another torch line,
@@ -36,31 +87,39 @@ fi
 HELD=$(mktemp)
 trap 'rm -f "$HELD"' EXIT
 "$PYTHON" -c "import torch; print('torch==' + torch.__version__.split('+')[0])" >"$HELD"
-# libcst: `python -m transfer_to_npu convert` edits source on its syntax tree.
-"$PYTHON" -c "import libcst" >/dev/null 2>&1 || "$PYTHON" -m pip install -q libcst
-# transformers, accelerate and peft from PyPI: the tests run Hugging Face's
-# libraries on the NPU (tiny configs made locally, nothing downloaded).  The
-# versions tested.
-HF_PACKAGES=(transformers==4.57.6 accelerate==1.15.0 peft==0.21.2)
-if ! "$PYTHON" -c "import transformers, accelerate, peft" >/dev/null 2>&1; then
-    echo "install-deps: pip install ${HF_PACKAGES[*]}"
-    "$PYTHON" -m pip install -q -c "$HELD" "${HF_PACKAGES[@]}"
+# The libraries tested: Hugging Face's transformers, accelerate and peft
+# (tiny configs made locally, nothing downloaded), Lightning's launcher and
+# DeepSpeed's ZeRO on its own Ascend path; the versions tested, or with
+# LIBRARIES=newest their newest releases (`make test-libraries`).
+LIBS=(transformers==4.57.6 accelerate==1.15.0 peft==0.21.2 lightning==2.6.6 deepspeed==0.19.8)
+if [ "${LIBRARIES:-pinned}" = newest ]; then
+    pip_install -c "$HELD" --upgrade "${LIBS[@]%%==*}"
+    exit 0
 fi
-# safetensors: the tests load checkpoints with it (a small wheel, no
-# dependencies).
-"$PYTHON" -c "import safetensors" >/dev/null 2>&1 || "$PYTHON" -m pip install -q safetensors
+# DeepSpeed is looked for, not imported (its import probes the accelerators).
+"$PYTHON" -c "
+import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in
+             ('transformers', 'accelerate', 'peft', 'lightning', 'deepspeed')))" ||
+    pip_install -c "$HELD" "${LIBS[@]}"
 
-# lightning from PyPI: the tests run its launcher (Trainer(devices=2)) on the
-# NPU.
-if ! "$PYTHON" -c "import lightning" >/dev/null 2>&1; then
-    echo "install-deps: pip install lightning==2.6.6"
-    "$PYTHON" -m pip install -q -c "$HELD" lightning==2.6.6
-fi
-
-# DeepSpeed from PyPI: the tests run its ZeRO on the NPU, on its own Ascend
-# path (its kernels are built when first used, and none are on the virtual
-# NPU).  Looked for, not imported (its import probes the accelerators).
-if ! "$PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('deepspeed') is None)"; then
-    echo "install-deps: pip install deepspeed==0.19.8"
-    "$PYTHON" -m pip install -q -c "$HELD" deepspeed==0.19.8
+# accelerate's own test suite (tests/test_peer_suites.py): its tests are not
+# in its wheel: the sdist of the accelerate installed is
+# downloaded once and its tests/ kept under build/peer-suites/, with
+# parameterized, which they import.  Offline, the test that runs them skips.
+has parameterized || pip_install parameterized
+ACCELERATE_VERSION=$("$PYTHON" -c "import importlib.metadata as m; print(m.version('accelerate'))")
+SUITE="$(cd "$(dirname "$0")/.." && pwd)/build/peer-suites/accelerate-$ACCELERATE_VERSION"
+if [ ! -d "$SUITE/tests" ]; then
+    echo "install-deps: accelerate $ACCELERATE_VERSION's tests from its sdist"
+    (
+        DOWNLOAD=$(mktemp -d)
+        trap 'rm -rf "$DOWNLOAD"' EXIT
+        "$PYTHON" -m pip download -q --no-deps --no-binary :all: -d "$DOWNLOAD" \
+            "accelerate==$ACCELERATE_VERSION" &&
+            mkdir -p "$SUITE.partial" &&
+            tar xzf "$DOWNLOAD/accelerate-$ACCELERATE_VERSION.tar.gz" -C "$SUITE.partial" \
+                --strip-components 1 "accelerate-$ACCELERATE_VERSION/tests" &&
+            mv "$SUITE.partial" "$SUITE"
+    ) || { rm -rf "$SUITE.partial"; echo "install-deps: accelerate's tests not downloaded" >&2; }
 fi

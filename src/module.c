@@ -374,7 +374,8 @@ install_row(PyObject *module, ttn_state *st, PyObject *row, ttn_owner_memo *memo
         }
         rc = ttn_class_ctor_install(
             module, st, (PyTypeObject *)original,
-            target_ref != NULL || target_obj == Py_None ? NULL : target_obj, target_ref, entry);
+            target_ref != NULL || target_obj == Py_None ? NULL : target_obj, target_ref,
+            current_index, entry);
         goto exit;
     }
     /* One original, one replacement: a function bound under several names
@@ -900,6 +901,59 @@ module_reset_counts(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Drop the target's spellings made so far, and the strings they were
+ * made for. */
+static void
+clear_spellings(ttn_state *st)
+{
+    int i;
+
+    for (i = 0; i < TTN_NPU_SLOTS; i++) {
+        Py_CLEAR(st->npu_strings[i]);
+        Py_CLEAR(st->npu_devices[i]);
+    }
+    for (i = 0; i < TTN_STR_CACHE; i++) {
+        Py_CLEAR(st->str_cache_key[i]);
+        st->str_cache_value[i] = NULL;
+        st->str_cache_device[i] = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+
+/* The target a backend other than the NPU's asks for (the host's, for a
+ * reference run): set before enable(); the cached spellings of the
+ * previous target are dropped. */
+static PyObject *
+module_set_target(PyObject *module, PyObject *args)
+{
+    ttn_state *st = ttn_get_state(module);
+    const char *device, *backend;
+    int indexed;
+    ttn_target target;
+    PyObject *name;
+
+    if (!PyArg_ParseTuple(args, "ssp:set_target", &device, &backend, &indexed))
+        return NULL;
+    if (st->enabled || st->installing) {
+        PyErr_SetString(PyExc_RuntimeError, "set_target(): the migration is enabled; "
+                                            "disable() it first");
+        return NULL;
+    }
+    if (!ttn_target_set(&target, device, backend, indexed))
+        return PyErr_Format(PyExc_ValueError,
+                            "set_target(device=%R, backend=%R): each must be 1 to %d "
+                            "lower-case letters", PyTuple_GET_ITEM(args, 0),
+                            PyTuple_GET_ITEM(args, 1), TTN_TARGET_MAX);
+    name = PyUnicode_InternFromString(target.device);
+    if (name == NULL)
+        return NULL;
+    Py_XSETREF(st->str_target, name);
+    st->target = target;
+    clear_spellings(st);
+    Py_RETURN_NONE;
+}
+
 /* The device and backend rules of the wrappers, for the static tools
  * (analyze, convert) that rewrite source code: one parser for both. */
 static PyObject *
@@ -941,6 +995,31 @@ module_hccl_backend_string(PyObject *module, PyObject *spec)
     return r == 0 ? Py_NewRef(Py_None) : out;
 }
 
+/* A call that a rule's function mapped: counted, and its call site
+ * recorded, as a wrapper counts its calls.  For the functions of MODE_HOOK
+ * rows that map only some of their calls (Tensor.type with a CUDA tensor
+ * type): their wrapper counts none. */
+static PyObject *
+module_hit(PyObject *module, PyObject *source)
+{
+    ttn_state *st = ttn_get_state(module);
+    const char *s;
+    ttn_entry *e;
+
+    if (!PyUnicode_Check(source))
+        return PyErr_Format(PyExc_TypeError, "hit(source): source must be a str, got %R", source);
+    s = PyUnicode_AsUTF8(source);
+    if (s == NULL)
+        return NULL;
+    e = ttn_table_find(&st->table, s);
+    if (e == NULL)
+        return PyErr_Format(PyExc_KeyError, "hit(source): no row of the table has source %R",
+                            source);
+    if (st->enabled)
+        ttn_hit(st, e);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"enable", module_enable, METH_VARARGS,
      "enable(rows, resolver=None, builtin_table=None, builtin_pairs=None): install every row "
@@ -961,6 +1040,14 @@ static PyMethodDef module_methods[] = {
     {"mappings", module_mappings, METH_NOARGS,
      "mappings() -> list of {source, target, kind, calls, sites} in table order"},
     {"reset_counts", module_reset_counts, METH_NOARGS, NULL},
+    {"hit", module_hit, METH_O,
+     "hit(source): count a call of the row `source` as migrated, at the caller's site (for a "
+     "MODE_HOOK row's function that maps only some of its calls)"},
+    {"set_target", module_set_target, METH_VARARGS,
+     "set_target(device, backend, indexed): before enable(), what CUDA's spellings become "
+     "('npu', 'hccl', True by default; 'cpu', 'gloo', False for the host): a device type "
+     "and a process-group backend of at most 4 lower-case letters, and whether the device "
+     "takes an index"},
     {"npu_device_string", module_npu_device_string, METH_O,
      "npu_device_string(spec) -> 'npu' or 'npu:N' for a CUDA device string ('cuda', 'cuda:N'), "
      "None for any other string; InvalidDeviceError for a malformed CUDA one ('cuda:x')"},
@@ -1031,6 +1118,7 @@ module_exec(PyObject *module)
     int rc = -1;
 
     ttn_table_init(&st->table);
+    st->target = ttn_target_npu;
     st->deferred = PyDict_New();
     ttn_ptrmap_init(&st->replacements);
     if (st->deferred == NULL)
@@ -1038,7 +1126,8 @@ module_exec(PyObject *module)
     if (intern(&st->str_device, "device") < 0 || intern(&st->str_backend, "backend") < 0 || intern(&st->str_type, "type") < 0 ||
         intern(&st->str_index, "index") < 0 ||
         intern(&st->str_device_type, "device_type") < 0 || intern(&st->str_cuda, "cuda") < 0 ||
-        intern(&st->str_npu, "npu") < 0 || intern(&st->str_non_blocking, "non_blocking") < 0 ||
+        intern(&st->str_npu, "npu") < 0 || intern(&st->str_target, "npu") < 0 ||
+        intern(&st->str_non_blocking, "non_blocking") < 0 ||
         intern(&st->str_memory_format, "memory_format") < 0 ||
         intern(&st->str_pin_memory, "pin_memory") < 0)
         goto exit;
@@ -1136,6 +1225,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
             Py_VISIT((PyObject *)item->value);
     }
     Py_VISIT(st->device_type);
+    Py_VISIT(st->str_target);
     for (i = 0; i < TTN_NPU_SLOTS; i++) {
         Py_VISIT(st->npu_strings[i]);
         Py_VISIT(st->npu_devices[i]);
@@ -1152,6 +1242,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->classify);
     Py_VISIT(st->retry);
     Py_VISIT(st->complete);
+    Py_VISIT(st->lock_codes);
     Py_VISIT(st->recount);
     Py_VISIT(st->pin_made);
     Py_VISIT(st->pinned);
@@ -1162,7 +1253,6 @@ static int
 module_clear(PyObject *module)
 {
     ttn_state *st = ttn_get_state(module);
-    int i;
 
     Py_CLEAR(st->function_type);
     Py_CLEAR(st->method_type);
@@ -1184,6 +1274,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->str_device_type);
     Py_CLEAR(st->str_cuda);
     Py_CLEAR(st->str_npu);
+    Py_CLEAR(st->str_target);
     Py_CLEAR(st->str_non_blocking);
     Py_CLEAR(st->str_memory_format);
     Py_CLEAR(st->str_pin_memory);
@@ -1193,15 +1284,7 @@ module_clear(PyObject *module)
     ttn_ptrmap_clear(&st->replacements, release_object);
     ttn_patches_clear(st);
     Py_CLEAR(st->device_type);
-    for (i = 0; i < TTN_NPU_SLOTS; i++) {
-        Py_CLEAR(st->npu_strings[i]);
-        Py_CLEAR(st->npu_devices[i]);
-    }
-    for (i = 0; i < TTN_STR_CACHE; i++) {
-        Py_CLEAR(st->str_cache_key[i]);
-        st->str_cache_value[i] = NULL;
-        st->str_cache_device[i] = NULL;
-    }
+    clear_spellings(st);
     st->dlpack = NULL;
     Py_CLEAR(st->dlpack_capsule);
     Py_CLEAR(st->tensor_type);
@@ -1213,6 +1296,7 @@ module_clear(PyObject *module)
     Py_CLEAR(st->classify);
     Py_CLEAR(st->retry);
     Py_CLEAR(st->complete);
+    Py_CLEAR(st->lock_codes);
     Py_CLEAR(st->recount);
     Py_CLEAR(st->pin_made);
     Py_CLEAR(st->pinned);

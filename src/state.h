@@ -41,8 +41,9 @@ enum ttn_mode {
                                * stand-in or raise */
     TTN_MODE_ARG_REPLACE = 8, /* a positional argument replaced by a constant (user rules) */
     TTN_MODE_CLASS_DEVICE = 9, /* a C class's construction with a device (torch.Stream) */
-    TTN_MODE_HOOK = 10,        /* another callable, for torch's own use (its polyfill registry):
-                                * not a migration, so never counted or logged */
+    TTN_MODE_HOOK = 10,        /* another callable that the wrapper never counts or logs:
+                                * torch's own use (its polyfill registry), or a rule's
+                                * function that counts the calls it maps (_C.hit) */
     TTN_MODE_ENVIRON = 11      /* an environment variable carried to the NPU's (patcher/environ.c) */
 };
 
@@ -79,6 +80,7 @@ typedef struct ttn_state {
     int track_sites;             /* log or report on: keep call sites */
     int log_fd;                  /* open log file, or -1 */
     PyObject *log_path;          /* log file (opened at the first line); NULL: stderr */
+    int log_lost;                /* stderr refused a line too: lines are dropped */
     PyObject *internal_prefixes; /* frames in these files are not the user's */
     struct {
         PyObject *code; /* strong: its address is not reused while here */
@@ -102,8 +104,14 @@ typedef struct ttn_state {
     PyTypeObject *post_import_type;
     int enabled;
 
-    /* torch.device and the npu spellings handed out by rewrites:
-     * slot 0 is the bare "npu", slot i + 1 is "npu:i" */
+    /* What CUDA's spellings become: the NPU's ("npu", "hccl") unless the
+     * backend says otherwise (set_target: the host's for a reference run) */
+    ttn_target target;
+    PyObject *str_target; /* target.device, interned */
+
+    /* torch.device and the target's spellings handed out by rewrites (the
+     * "npu" names are the default target's): slot 0 is the bare type,
+     * slot i + 1 is "type:i" (an unindexed target uses slot 0 alone) */
     PyTypeObject *device_type;
     ttn_entry *device_entry;
     PyObject *npu_strings[TTN_NPU_SLOTS];
@@ -139,6 +147,8 @@ typedef struct ttn_state {
     Py_tss_t current_device;   /* per thread: torch.npu.current_device() + 1, or
                                 * 0 (unset: device 0); see npu_method.c */
     int current_seen;          /* some thread has made a device other than 0 current */
+    PyObject *lock_codes;      /* code of Python context managers over a lock, in which
+                                * Ctrl-C waits (callbacks.c); NULL: none */
     PyTypeObject *npu_method_type;
     PyTypeObject *constant_type;
     PyObject *str_non_blocking;

@@ -114,3 +114,23 @@ def test_autocast_state_functions_take_cuda():
     assert torch.get_autocast_dtype("cuda") in (torch.float16, torch.bfloat16)
     assert torch.amp.is_autocast_available("cuda") is True
     assert calls("torch.is_autocast_enabled") == before + 1
+
+
+def test_autocast_state_without_a_device_is_the_npus():
+    # With no device named, torch's state functions are CUDA's.
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert torch.is_autocast_enabled()
+        assert torch.get_autocast_gpu_dtype() == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")
+    assert not torch.is_autocast_enabled()
+    dtype = torch.get_autocast_dtype("npu")
+    try:
+        torch.set_autocast_enabled(True)
+        torch.set_autocast_gpu_dtype(torch.bfloat16)
+        assert torch.is_autocast_enabled("npu") and torch.get_autocast_dtype("npu") == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")
+        torch.set_autocast_enabled(enabled=False)
+        assert not torch.is_autocast_enabled(device_type="cuda")
+    finally:
+        torch.set_autocast_enabled("npu", False)
+        torch.set_autocast_dtype("npu", dtype)

@@ -24,9 +24,10 @@ def sp():
 
 
 def found(report, path=None):
-    """(line, category, kind, api) of each finding, for one file or all."""
+    """(line, category, kind, api) of each finding but advice, for one file
+    or all."""
     return [(f.line, f.category, f.kind, f.api) for f in report.findings
-            if path is None or f.file == str(path)]
+            if (path is None or f.file == str(path)) and f.category != "advice"]
 
 
 def write(root, files):
@@ -58,7 +59,7 @@ def test_seed_ddp_in_its_gpu_shape(sp):
         (11, "change", "import", "torch_npu"),
         (17, "change", "import", "torch.cuda"),             # from torch.cuda import amp
         (41, "change", "backend", "backend"),               # def ddp_setup(..., backend='nccl')
-        (44, "unsupported", "hand_edit", "backend check"),  # assert backend in ['gloo', 'nccl']
+        (44, "change", "backend_check", "backend check"),  # assert backend in ['gloo', 'nccl']
         (51, "change", "function", "torch.cuda.set_device"),
         (54, "change", "constructor", "torch.device"),      # torch.device('cuda:{}'.format(...))
         (59, "change", "device_string", "loc"),             # loc = 'cuda:{}'.format(...)
@@ -72,7 +73,8 @@ def test_seed_ddp_in_its_gpu_shape(sp):
     assert by_line[17].result == "from torch.npu import amp"
     assert by_line[54].result == "torch.device('npu:{}'.format(args.gpu))"
     assert by_line[59].result == "loc = 'npu:{}'.format(args.gpu)"
-    assert by_line[44].suggestion.startswith("test for 'hccl' too")
+    # backend, whose default the conversion makes 'hccl', is tested for it.
+    assert by_line[44].result == "backend in ['gloo', 'hccl']"
 
 
 def test_examples(sp):
@@ -139,11 +141,15 @@ def test_only_device_and_backend_specifications(sp, tmp_path):
 
 
 def test_device_checks_and_strays_need_a_hand_edit(sp, tmp_path):
+    """A test of something the conversion does not make the npu's (an
+    environment variable, the backend torch reports) is left as written;
+    so is a device string that goes nowhere a device goes."""
     write(tmp_path, {"check.py": """\
+        import os
         import torch
         import torch.distributed as dist
         def f(x):
-            if x.device.type == "cuda":
+            if os.environ.get("ACCELERATOR") == "cuda":
                 return 1
             if dist.get_backend() == "nccl":
                 return 2
@@ -152,8 +158,44 @@ def test_device_checks_and_strays_need_a_hand_edit(sp, tmp_path):
     """})
     report = analyze.analyze([str(tmp_path)], sp)
     hand = [(f.line, f.kind, f.api) for f in report.findings if f.category == "unsupported"]
-    assert hand == [(4, "hand_edit", "device check"), (6, "hand_edit", "backend check"),
-                    (8, "hand_edit", "device string"), (9, "hand_edit", "torch.device")]
+    assert hand == [(5, "hand_edit", "device check"), (7, "hand_edit", "backend check"),
+                    (9, "hand_edit", "device string"), (10, "hand_edit", "torch.device")]
+
+
+def test_device_and_backend_tests_converted_with_their_operand(sp, tmp_path):
+    """nanoGPT's `device_type = 'cuda' if 'cuda' in device else 'cpu'`: the
+    test of a device (or backend) the conversion makes the npu's is made
+    the npu's with it, else converted code takes the CPU path."""
+    write(tmp_path, {"train.py": """\
+        import torch
+        device = 'cuda:0'
+        backend = 'nccl'
+        device_type = 'cuda' if 'cuda' in device else 'cpu'
+        use_fused = device_type == 'cuda'
+        pin = device.startswith(('cuda', 'cuda:'))
+        on_gpu = torch.device(device).type in ('cuda', 'xpu')
+        def step(x, args):
+            if x.device.type != 'cuda' or args.device == 'cuda:1':
+                pass
+            if str(x.device) == 'cuda:0' and backend == 'nccl':
+                pass
+            if args.dist_backend == 'nccl':
+                pass
+    """})
+    report = analyze.analyze([str(tmp_path)], sp)
+    checks = [(f.line, f.kind, f.result) for f in report.findings if f.kind.endswith("_check")]
+    assert checks == [
+        (4, "device_check", "'npu' in device"),
+        (5, "device_check", "device_type == 'npu'"),
+        (6, "device_check", "device.startswith(('npu', 'npu:'))"),
+        (7, "device_check", "torch.device(device).type in ('npu', 'xpu')"),
+        (9, "device_check", "x.device.type != 'npu'"),
+        (9, "device_check", "args.device == 'npu:1'"),
+        (11, "device_check", "str(x.device) == 'npu:0'"),
+        (11, "backend_check", "backend == 'hccl'"),
+        (13, "backend_check", "args.dist_backend == 'hccl'"),
+    ]
+    assert [f for f in report.findings if f.category != "change"] == []
 
 
 def test_unsupported_api_and_cuda_extension(sp, tmp_path):
@@ -231,8 +273,8 @@ def test_cli_writes_the_reports(tmp_path):
     path = str(tmp_path / "code" / "train.py")
     with open(out / "change_list.csv", newline="", encoding="utf-8") as f:
         changes = list(csv.DictReader(f))
-    assert list(changes[0]) == ["file", "line", "column", "kind", "api", "code", "becomes",
-                                "suggestion"]
+    assert list(changes[0]) == ["file", "line", "end_line", "column", "kind", "api", "code",
+                                "becomes", "suggestion"]
     assert [(r["file"], r["line"], r["column"], r["kind"], r["code"], r["becomes"])
             for r in changes] == [
         (path, "1", "1", "import", "import torch", "import torch; import torch_npu"),
@@ -277,7 +319,8 @@ def test_cli_output_links_fifos_and_rerun(tmp_path):
         proc = run_python(argv)
         assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == [
-        "change_list.csv", "cuda_op_list.csv", "migration_report.json", "unsupported_api.csv"]
+        "advice_list.csv", "change_list.csv", "cuda_op_list.csv", "migration_report.json",
+        "unsupported_api.csv"]
 
 
 def test_cli_bad_arguments(tmp_path):
@@ -355,7 +398,8 @@ def test_bad_files_are_reported_and_skipped(sp, tmp_path):
     assert skipped["broken.py"][0] == 2 and skipped["broken.py"][1].startswith("does not parse")
     assert skipped["binary.py"][1].startswith("a binary file")
     assert skipped["latin1.py"] == (2, "not valid utf-8 (byte 0xe9)")
-    assert skipped[os.path.join("loop", "up")][1].startswith("a symbolic link loop")
+    assert skipped[os.path.join("loop", "up")][1].startswith("a symbolic link (to ..): not "
+                                                             "followed")
     assert skipped["dangling.py"][1] == "a broken symbolic link"
     assert skipped["nowhere"][1] == "no such file or directory"
     assert len(skipped) == 6
@@ -409,3 +453,149 @@ def test_device_and_backend_strings_are_the_c_parsers():
         _C.npu_device_string(3)
     with pytest.raises(TypeError, match="spec must be a str"):
         _C.hccl_backend_string(None)
+
+
+# --- what a CUDA code base holds besides torch.cuda -----------------------------
+
+def test_cuda_only_imports_environment_mocks_and_data_parallel(sp, tmp_path):
+    """Compiled CUDA extensions and CUDA-only packages (one list with the
+    runtime's refusal), names imported from torch.cuda's modules that the
+    NPU lacks, writes of CUDA's environment variables, mock targets and
+    nn.DataParallel: each found, each at its lines."""
+    write(tmp_path, {"train.py": """\
+        import os
+        import amp_C
+        import fused_adam_cuda, flash_attn_2_cuda
+        import cutlass
+        from cuda.bindings import driver
+        import cudnn
+        from torch.cuda.nvtx import range_push
+        from unittest import mock
+        import torch
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"
+        os.environ.setdefault("NCCL_BUFFSIZE", "4194304")
+        os.environ.update({"NCCL_DEBUG": "INFO"})
+        @mock.patch("torch.cuda.is_available", return_value=True)
+        def check(available):
+            model = torch.nn.DataParallel(
+                torch.nn.Linear(2, 2),
+                device_ids=[0, 1])
+    """})
+    report = analyze.analyze([str(tmp_path)], sp)
+    rows = {(f.line, f.end_line, f.category, f.kind, f.api) for f in report.findings}
+    assert {
+        (2, 2, "cuda_op", "extension", "amp_C"),
+        (3, 3, "cuda_op", "extension", "fused_adam_cuda"),
+        (3, 3, "cuda_op", "extension", "flash_attn_2_cuda"),
+        (4, 4, "cuda_op", "package", "cutlass"),
+        (5, 5, "cuda_op", "package", "cuda.bindings"),
+        (6, 6, "cuda_op", "package", "cudnn"),
+        (7, 7, "unsupported", "hand_edit", "torch.cuda.nvtx"),
+        (10, 10, "change", "environment", "CUDA_VISIBLE_DEVICES"),
+        (11, 11, "unsupported", "hand_edit", "NCCL_BUFFSIZE"),
+        (12, 12, "unsupported", "unsupported", "NCCL_DEBUG"),
+        (13, 13, "change", "patch_target", "torch.cuda.is_available"),
+        (15, 17, "unsupported", "hand_edit", "torch.nn.DataParallel"),
+    } <= rows
+    by_api = {f.api: f for f in report.findings}
+    assert by_api["CUDA_VISIBLE_DEVICES"].result == \
+        'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0,1"'
+    assert "HCCL_BUFFSIZE" in by_api["NCCL_BUFFSIZE"].result and \
+        "in MB" in by_api["NCCL_BUFFSIZE"].result
+    assert by_api["torch.cuda.is_available"].result == \
+        'mock.patch("torch.npu.is_available", return_value=True)'
+    # The runtime refuses the same extensions, from the same list.
+    from transfer_to_npu import _cuda_only, _served
+
+    assert _served.EXTENSIONS is _cuda_only.EXTENSIONS
+    assert {"amp_C", "fused_adam_cuda", "flash_attn_2_cuda", "mlp_cuda"} <= set(
+        _served.EXTENSIONS)
+
+
+def test_reasons_in_words_and_no_false_positives(sp, tmp_path):
+    """What only the runtime answers says so in words; a call that spells
+    no CUDA (set_float32_matmul_precision) is not a finding; a deprecated
+    torch name (dist.reduce_op) is read without its warning."""
+    write(tmp_path, {"probe.py": """\
+        import torch
+        import torch.distributed as dist
+        major, minor = torch.cuda.get_device_capability()
+        version = torch.version.cuda
+        torch.set_float32_matmul_precision("high")
+        op = dist.reduce_op.SUM
+    """})
+    proc = run_python(["-W", "default", "-m", "transfer_to_npu", "analyze", str(tmp_path),
+                       "--output", str(tmp_path / "out")])
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr
+    report = analyze.analyze([str(tmp_path)], sp)
+    reasons = {f.api: f.result for f in report.findings if f.kind == "runtime_only"}
+    assert reasons == {
+        "torch.cuda.get_device_capability":
+            "no NPU spelling of it: migrated at run time, it answers (8, 0)",
+        "torch.version.cuda": "no NPU spelling of it: migrated at run time, it answers '12.1'"}
+    assert not [f for f in report.findings if f.line == 5]
+
+
+def test_a_missing_path_is_an_error(tmp_path):
+    (tmp_path / "train.py").write_text("import torch\n")
+    proc = run_python(["-m", "transfer_to_npu", "analyze", str(tmp_path / "train.py"),
+                       str(tmp_path / "trian.py")])
+    assert proc.returncode == 2
+    assert "trian.py" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_advice_for_the_target_release(tmp_path):
+    """Fused operators the target torch_npu has, and dtypes the NPU
+    handles otherwise: the advice list, by the served torch_npu or by a
+    release's names (--torch-npu)."""
+    write(tmp_path, {"model.py": """\
+        import torch
+        import torch.nn.functional as F
+        def rotate_half(x):
+            return torch.cat((-x[..., 1:], x[..., :1]), dim=-1)
+        class RMSNorm(torch.nn.Module):
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        def mlp(x, w1, w2):
+            return F.silu(w1(x)) * w2(x)
+        def attend(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        opt = torch.optim.AdamW([torch.zeros(1)], lr=1e-3)
+        big = torch.zeros(2, dtype=torch.float64)
+    """})
+    sp_served = analyze.spellings()
+    report = analyze.analyze([str(tmp_path)], sp_served)
+    advice = {(f.line, f.kind, f.api) for f in report.findings if f.category == "advice"}
+    assert advice == {
+        (3, "affinity", "torch_npu.npu_rotary_mul"), (7, "affinity", "torch_npu.npu_rms_norm"),
+        (9, "affinity", "torch_npu.npu_swiglu"), (11, "affinity", "torch_npu.npu_fusion_attention"),
+        (12, "affinity", "torch_npu.optim.NpuFusedAdamW"), (13, "precision", "torch.float64")}
+    assert report.hand_work() == []  # advice is not work to do
+    # A release's own names: its operators are known, its optimizers not.
+    old = analyze.analyze([str(tmp_path)], analyze.spellings("2.1"))
+    assert {(f.line, f.api) for f in old.findings if f.category == "advice"} == \
+        {(a[0], a[2]) for a in advice} - {(12, "torch_npu.optim.NpuFusedAdamW")}
+    out = tmp_path / "out"
+    old.write(out)
+    with open(out / "advice_list.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and set(rows[0]) == {"file", "line", "end_line", "column", "kind", "api", "code",
+                                     "advice", "suggestion"}
+
+
+def test_target_release(tmp_path):
+    """--torch-npu V: what that torch_npu release has decides what
+    converts (torch.cuda.get_per_process_memory_fraction exists in
+    torch_npu from 2.9 on)."""
+    write(tmp_path, {"mem.py": """\
+        import torch
+        share = torch.cuda.get_per_process_memory_fraction()
+    """})
+    new = analyze.analyze([str(tmp_path)], analyze.spellings("2.9"))
+    old = analyze.analyze([str(tmp_path)], analyze.spellings("2.1"))
+    assert [(f.category, f.result) for f in new.findings if f.line == 2] == [
+        ("change", "torch.npu.get_per_process_memory_fraction")]
+    assert [f.category for f in old.findings if f.line == 2] == ["unsupported"]
+    proc = run_python(["-m", "transfer_to_npu", "analyze", "--torch-npu", "1.8", str(tmp_path)])
+    assert proc.returncode == 2 and "--torch-npu" in proc.stderr and "1.8" in proc.stderr

@@ -48,3 +48,27 @@ def test_unedited_script_and_its_processes(script):
 def test_off_without_the_variable(script):
     proc = run_python(["-c", "import torch, sys; print('transfer_to_npu' in sys.modules)"])
     assert proc.returncode == 0 and proc.stdout.strip() == "False"
+
+
+LOOKED_UP_FIRST = {
+    # transformers and pytest plugins look torch up before importing it;
+    # each look-up makes a spec of its own.
+    "find_spec": "import importlib.util\nimportlib.util.find_spec('torch')\n",
+    "transformers": "import transformers\n",
+}
+
+
+@pytest.mark.parametrize("first", sorted(LOOKED_UP_FIRST))
+def test_torch_looked_up_before_it_is_imported(first):
+    code = LOOKED_UP_FIRST[first] + textwrap.dedent("""
+        import sys
+        import torch
+        print(torch.zeros(1, device="cuda").device,
+              any(type(f).__name__ == "_TorchImportFinder" for f in sys.meta_path))
+    """)
+    if first == "transformers":
+        pytest.importorskip("transformers")
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU": "1"}, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    # Migrated, and the finder gone once torch is imported.
+    assert proc.stdout.split() == ["npu:0", "False"]

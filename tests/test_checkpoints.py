@@ -115,3 +115,24 @@ def test_safetensors_loads_onto_the_npu(tmp_path, device):
         assert loaded[name].device == npu(0) and torch.equal(loaded[name].cpu(), value)
     with safetensors.safe_open(path, framework="pt", device=device) as f:
         assert torch.equal(f.get_tensor("w").cpu(), weights["w"])
+
+
+def test_torch_finds_the_npu_as_the_accelerator():
+    # CUDA is available once migrated, and torch's own question of which
+    # accelerator there is answers the npu's device type, as the tensors'.
+    assert torch._utils._get_available_device_type() == "npu"
+    assert torch.accelerator.current_accelerator().type == "npu"
+
+
+def test_distributed_checkpoint_of_npu_tensors(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    state = {"w": torch.arange(6.0, device="cuda").reshape(2, 3),
+             "b": torch.ones(4, device="cuda", dtype=torch.bfloat16)}
+    dcp.save(state, checkpoint_id=tmp_path / "ckpt")
+    loaded = {"w": torch.zeros(2, 3, device="cuda"),
+              "b": torch.zeros(4, device="cuda", dtype=torch.bfloat16)}
+    dcp.load(loaded, checkpoint_id=tmp_path / "ckpt")
+    for name, value in state.items():
+        assert loaded[name].device == npu(0)
+        assert torch.equal(loaded[name].cpu(), value.cpu())

@@ -90,6 +90,20 @@ def test_missing_script():
     assert "can't open file" in proc.stderr and "no_such_script.py" in proc.stderr
 
 
+@pytest.mark.parametrize("module", ["missing_module", "os.nope", ".relative", "email",
+                                    "pkg_without_main"])
+def test_a_module_that_cannot_run_is_one_line_as_with_python(tmp_path, module):
+    """`python -m` says in one line why a module cannot run (none of that
+    name, a package without __main__...), exit status 1: so does
+    `python -m transfer_to_npu -m`, without runpy's frames."""
+    (tmp_path / "pkg_without_main").mkdir()
+    (tmp_path / "pkg_without_main" / "__init__.py").write_text("")
+    ours = run_python(["-m", "transfer_to_npu", "-m", module], cwd=tmp_path)
+    python = run_python(["-m", module], cwd=tmp_path)
+    assert python.returncode == 1 and len(python.stderr.splitlines()) == 1, python.stderr
+    assert (ours.returncode, ours.stderr, ours.stdout) == (1, python.stderr, "")
+
+
 def test_children_are_migrated(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent("""

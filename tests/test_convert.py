@@ -2,7 +2,9 @@
 every other byte kept, that trains on the virtual NPU as the migrated
 original does."""
 import ast
+import json
 import os
+import pathlib
 import re
 import shutil
 import textwrap
@@ -12,7 +14,8 @@ import pytest
 import static_trees
 from conftest import EXAMPLES, ROOT, run_python
 
-from transfer_to_npu.static import analyze, convert
+from transfer_to_npu.static import analyze, convert, sources as _sources
+from transfer_to_npu.static.text import split_lines
 
 SEEDS = ROOT / "tests" / "data" / "seeds"
 COMMENT = "# transfer_to_npu: "
@@ -112,14 +115,13 @@ def test_left_as_written_with_a_comment(sp, tmp_path):
         class Attention(torch.nn.Module):
             @torch.no_grad()
             def forward(self, q):
-                {COMMENT}device check: tests for a CUDA device: after migration the device is the npu
-                if q.device.type == 'cuda':
+                if q.device.type == 'npu':
                     {COMMENT}flash_attn.flash_attn_func: FlashAttention's CUDA kernels: no NPU build
                     return flash_attn.flash_attn_func(q, q, q)
                 return q
     """)
-    assert {(r["line"], r["kind"]) for r in report.rows("unsupported")} == {
-        (3, "hand_edit"), (9, "hand_edit")}
+    assert {(r["line"], r["kind"]) for r in report.rows("unsupported")} == {(3, "hand_edit")}
+    assert (9, "device_check") in {(r["line"], r["kind"]) for r in report.rows("change")}
     assert {(r["line"], r["kind"]) for r in report.rows("cuda_op")} == {
         (2, "package"), (10, "package_api")}
 
@@ -153,9 +155,12 @@ def test_every_other_byte_is_kept(sp, tmp_path):
     assert not report.skipped
     changed = {}  # the lines an edit was made on (an import bound anew changes no use)
     for f in report.findings:
-        for e in f.edits:
-            if e[0] != "insert_after":
-                changed.setdefault(os.path.relpath(f.file, src), set()).add(e[1][0])
+        if f.api == "torch_npu":
+            continue  # the import added, on a line of its own
+        text = _sources.decode_python(pathlib.Path(f.file).read_bytes())
+        for _, start, _, _ in f.edits:
+            line = len(split_lines(text[:start]))
+            changed.setdefault(os.path.relpath(f.file, src), set()).add(line)
     for path in sorted(src.rglob("*.py")):
         rel = path.relative_to(src)
         if path.is_symlink():
@@ -331,3 +336,157 @@ def test_converted_cnn_conversion_alone(cnn, tmp_path):
                       encoding="utf-8")
     proc = run_python(["-m", "transfer_to_npu", str(script)], cwd=tmp_path, env=env)
     _check_converted_run(root, runs, proc, script)
+
+
+# --- nanoGPT's way of choosing the device -------------------------------------
+
+NANOGPT = ROOT / "tests" / "data" / "nanogpt"
+ITER = re.compile(r"^iter \d+: loss ([0-9.]+) on (\S+), device_type (\w+), "
+                  r"activations (\S+), tf32 (\w+)$", re.M)
+
+
+def test_converted_nanogpt_trains_with_autocast_and_needs_no_mapping(sp, tmp_path):
+    """nanoGPT decides autocast, pinned batches and fused AdamW from
+    `device_type = 'cuda' if 'cuda' in device else 'cpu'`: converted, the
+    test is made the npu's with `device`, so the copy trains in bfloat16
+    autocast with fused AdamW and pinned batches, as the migrated original
+    does, and what the runtime still maps of it is torch's own use of
+    torch.cuda (torch.manual_seed), at lines that spell no CUDA."""
+    report = convert.convert(str(NANOGPT), str(tmp_path / "dst"), spellings_=sp)
+    assert [f for f in report.findings if f.category not in ("change", "advice")] == []
+    text = (tmp_path / "dst" / "train.py").read_text(encoding="utf-8")
+    assert "device_type = 'npu' if 'npu' in device else 'cpu'" in text
+    assert "torch.npu.matmul.allow_hf32 = True" in text
+    assert "use_fused = fused_available and device_type == 'npu'" in \
+        (tmp_path / "dst" / "model.py").read_text(encoding="utf-8")
+    env = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_LOG": "1"}
+    runs = {}
+    for name, where in (("original", NANOGPT), ("converted", tmp_path / "dst")):
+        runs[name] = run_python(["-m", "transfer_to_npu", "train.py"], cwd=where, env=env)
+        assert runs[name].returncode == 0, runs[name].stderr
+    iters = ITER.findall(runs["converted"].stdout)
+    assert len(iters) == 3
+    assert all(d == "npu:0" and t == "npu" and a == "torch.bfloat16" and tf == "True"
+               for _, d, t, a, tf in iters)
+    assert "using fused AdamW: True" in runs["converted"].stdout
+    assert "pinned: True" in runs["converted"].stdout
+    # The same training as the original migrated at run time.
+    assert [i[0] for i in iters] == [i[0] for i in ITER.findall(runs["original"].stdout)]
+    lines = text.splitlines()
+    mapped = [(int(n), what) for file, n, what in MAPPING.findall(runs["converted"].stderr)
+              if file.endswith("train.py") or file.endswith("model.py")]
+    assert mapped, "torch.manual_seed's own torch.cuda call is still mapped"
+    assert all("cuda" not in lines[n - 1] for n, _ in mapped), mapped
+    assert len(MAPPING.findall(runs["original"].stderr)) > len(mapped) + 5
+
+
+# --- converting twice, and what convert keeps ------------------------------------
+
+def _tree_bytes(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink() and "migration_report" not in p.parts}
+
+
+def test_converting_twice_changes_nothing(sp, tmp_path):
+    """A converted copy converted again is byte for byte the same, comments
+    included (none is added twice), and convert takes its own output as
+    SRC without being told where the reports go."""
+    src = tmp_path / "src"
+    shutil.copytree(EXAMPLES, src / "examples")
+    shutil.copytree(SEEDS, src / "seeds")
+    shutil.copytree(NANOGPT, src / "nanogpt")
+    static_trees.generate(src / "generated", 30)
+    convert.convert(str(src), str(tmp_path / "once"), spellings_=sp)
+    proc = run_python(["-m", "transfer_to_npu", "convert", str(tmp_path / "once"),
+                       str(tmp_path / "twice")])
+    assert proc.returncode == 0, proc.stderr
+    once, twice = _tree_bytes(tmp_path / "once"), _tree_bytes(tmp_path / "twice")
+    assert once.keys() == twice.keys()
+    assert [k for k in once if once[k] != twice[k]] == []
+    assert any(COMMENT.encode() in v for v in once.values())
+    # The earlier copy's reports are not copied as code; the new ones replace them.
+    data = json.loads((tmp_path / "twice" / "migration_report" / "migration_report.json")
+                      .read_text(encoding="utf-8"))
+    assert data["paths"] == [str(tmp_path / "once")] and data["change_list"] == []
+
+
+def test_line_endings_and_where_the_import_goes(sp, tmp_path):
+    """Bare CR line endings stay (the added lines end as the file's do);
+    `import torch_npu` comes before the first use of the npu and where it
+    runs: on torch's line after a ';', never under `if TYPE_CHECKING:`,
+    and before an import that names torch.npu."""
+    dst, _ = converted(sp, tmp_path, {
+        "semicolon.py": "import torch; x = torch.zeros(1, device='cuda')\n",
+        "checking.py": """\
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                import torch
+            else:
+                import torch
+            y = torch.ones(1).cuda()
+        """,
+        "from_cuda.py": "from torch.cuda import amp\nimport torch\n",
+        "inline.py": "if True: import torch  # the framework\n",
+    })
+    assert (dst / "semicolon.py").read_text() == \
+        "import torch; import torch_npu; x = torch.zeros(1, device='npu')\n"
+    assert (dst / "checking.py").read_text() == textwrap.dedent("""\
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            import torch
+        else:
+            import torch
+            import torch_npu
+        y = torch.ones(1).npu()
+    """)
+    assert (dst / "from_cuda.py").read_text() == \
+        "import torch_npu\nfrom torch.npu import amp\nimport torch\n"
+    assert (dst / "inline.py").read_text() == \
+        "if True: import torch; import torch_npu  # the framework\n"
+    src = tmp_path / "cr"
+    src.mkdir()
+    (src / "cr.py").write_bytes(b"import torch\rx = torch.zeros(1, device='cuda')\r"
+                                b"s = torch.amp.GradScaler(\r    enabled=True,\r)\r"
+                                b"torch.cuda.nvtx.range_push('a')\r# end")
+    (src / "mixed.py").write_bytes(b"import torch\r\ny = 'cuda'\nd = torch.device(y)\r")
+    convert.convert(str(src), str(tmp_path / "cr_out"), spellings_=sp)
+    assert (tmp_path / "cr_out" / "cr.py").read_bytes() == (
+        b"import torch\rimport torch_npu\rx = torch.zeros(1, device='npu')\r"
+        b"s = torch.amp.GradScaler(\r    enabled=True, device='npu',\r)\r"
+        b"# transfer_to_npu: torch.cuda.nvtx.range_push: NVTX ranges annotate CUDA profiles; "
+        b"skipped\rtorch.cuda.nvtx.range_push('a')\r# end")
+    assert (tmp_path / "cr_out" / "mixed.py").read_bytes() == \
+        b"import torch\r\nimport torch_npu\r\ny = 'npu'\nd = torch.device(y)\r"
+
+
+def test_import_mode(sp, tmp_path):
+    """--mode import: the one line of the migration at run time after
+    torch's import, nothing else changed, nothing else reported."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("import os\nimport torch\nx = torch.ones(1).cuda()\n")
+    (src / "util.py").write_text("import os\n")
+    proc = run_python(["-m", "transfer_to_npu", "convert", "--mode", "import", str(src),
+                       str(tmp_path / "dst")])
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "dst" / "train.py").read_text() == \
+        "import os\nimport torch\nimport transfer_to_npu\nx = torch.ones(1).cuda()\n"
+    assert (tmp_path / "dst" / "util.py").read_text() == "import os\n"
+    data = json.loads((tmp_path / "dst" / "migration_report" / "migration_report.json")
+                      .read_text(encoding="utf-8"))
+    assert [(r["line"], r["api"]) for r in data["change_list"]] == [(2, "transfer_to_npu")]
+    assert data["unsupported_api"] == data["cuda_op_list"] == []
+    script = tmp_path / "dst" / "train.py"
+    with open(script, "a") as f:
+        f.write("print(x.device)\n")
+    run = run_python([str(script)], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert run.returncode == 0 and run.stdout.strip() == "npu:0", run.stderr
+
+
+def test_an_edit_two_findings_make_is_made_once(sp, tmp_path):
+    """A value that is both a device argument's and a key named for a
+    device: one edit."""
+    dst, report = converted(sp, tmp_path, {
+        "load.py": 'import torch\nx = torch.load("a", map_location={"device": "cuda"})\n'})
+    assert (dst / "load.py").read_text() == \
+        'import torch\nimport torch_npu\nx = torch.load("a", map_location={"device": "npu"})\n'

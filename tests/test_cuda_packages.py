@@ -163,6 +163,25 @@ def test_xformers_memory_efficient_attention_equals_reference(migrated):
     assert calls("xformers.ops.memory_efficient_attention") >= 4
 
 
+def test_xformers_bmk_and_bmghk_are_bmhk_folded(migrated):
+    """(batch, seq, dim) is one head, (batch, seq, groups, heads, dim) the
+    groups' heads side by side; the result has the query's layout."""
+    import xformers.ops as xops
+
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 5, 2, 3, 8, generator=g).npu() for _ in range(3))
+    causal = xops.LowerTriangularMask()
+    five = xops.memory_efficient_attention(q, k, v, attn_bias=causal)
+    four = xops.memory_efficient_attention(*(t.reshape(2, 5, 6, 8) for t in (q, k, v)),
+                                           attn_bias=causal)
+    assert five.shape == (2, 5, 2, 3, 8) and four.shape == (2, 5, 6, 8)
+    torch.testing.assert_close(five.reshape(2, 5, 6, 8), four)
+    three = xops.memory_efficient_attention(q[:, :, 0, 0], k[:, :, 0, 0], v[:, :, 0, 0],
+                                            attn_bias=causal)
+    assert three.shape == (2, 5, 8)
+    torch.testing.assert_close(three, four[:, :, 0])
+
+
 def test_attention_rows_name_torchs_attention(migrated):
     rows = {m["source"]: m["target"] for m in transfer_to_npu.mappings()}
     for source in ("flash_attn.flash_attn_func", "flash_attn.flash_attn_varlen_func",
@@ -415,8 +434,8 @@ def test_apex_without_counterpart_fails_naming_the_alternative(migrated):
         import apex.contrib.xentropy  # noqa: F401
     with pytest.raises(ModuleNotFoundError, match="amp_C is a CUDA extension of apex"):
         import amp_C  # noqa: F401
-    with pytest.raises(ModuleNotFoundError, match=r"flash_attn\.layers .*scaled_dot_product"):
-        import flash_attn.layers.rotary  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match=r"flash_attn\.ops\.rms_norm .*rotary"):
+        import flash_attn.ops.rms_norm  # noqa: F401
 
 
 def test_apex_parallel(migrated):

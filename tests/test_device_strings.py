@@ -1,9 +1,12 @@
 """Device specifications: exact parsing, what is rewritten and what is not."""
+import re
+
 import pytest
 import torch
 
 import transfer_to_npu
 from conftest import calls, npu
+from device_parity import SHAPES, SUFFIXES, beyond_eight_bits, differs, npu_spelling, outcome
 
 
 @pytest.mark.parametrize("args, kwargs, expected", [
@@ -13,7 +16,9 @@ from conftest import calls, npu
     (("cuda", 1), {}, "npu:1"),
     (("cuda",), {"index": 2}, "npu:2"),
     ((), {"type": "cuda", "index": 1}, "npu:1"),
-    ((), {"type": "cuda:3"}, "npu:3"),
+    ((), {"device": "cuda:3"}, "npu:3"),
+    ((b"cuda:1",), {}, "npu:1"),
+    ((), {"type": b"cuda", "index": 1}, "npu:1"),
 ])
 def test_torch_device_cuda_becomes_npu(args, kwargs, expected):
     before = calls("torch.device")
@@ -165,3 +170,25 @@ def test_non_device_strings_in_device_taking_calls_untouched(tmp_path, monkeypat
     (tmp_path / "cuda:0").write_bytes(bytes([7, 8, 9]))
     t = torch.from_file("cuda:0", size=3, dtype=torch.uint8, device="cuda")
     assert t.device.type == "npu" and t.cpu().tolist() == [7, 8, 9]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_device_arguments_are_refused_and_accepted_as_torch_does_for_the_npu(shape):
+    """Every call shape, every spelling, as str and as bytes: the migrated
+    call with 'cuda...' makes what torch's own call makes with 'npu...', or
+    raises what it raises; an index above 127, which torch wraps, is
+    refused naming the value (device_parity.py)."""
+    call, index = SHAPES[shape]
+    wrong = []
+    for suffix in SUFFIXES:
+        for spec in ("cuda" + suffix, ("cuda" + suffix).encode()):
+            migrated, own = outcome(call, spec), outcome(call, npu_spelling(spec))
+            if own[0] == "ok" and beyond_eight_bits(spec, index):
+                if migrated[0] != "error" or not isinstance(migrated[1], RuntimeError) or \
+                        not re.search(r"128|999", str(migrated[1])):
+                    wrong.append(f"{spec!r}: {migrated}, where torch wraps the index")
+                continue
+            why = differs(migrated, own)
+            if why is not None:
+                wrong.append(f"{spec!r}: {why}")
+    assert not wrong, f"{shape}: " + "; ".join(wrong)

@@ -239,6 +239,42 @@ def test_fsdp2_parameters_initialised_after_sharding(tmp_path):
                           "other seed other True loss finite True")
 
 
+FSDP2_DIVIDE_FACTOR = textwrap.dedent("""
+    import copy
+    import transfer_to_npu  # run this CUDA script on the NPU
+    import torch, torch.distributed as dist, torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(rank)
+    torch.manual_seed(0)
+    reference = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).cuda()
+    model = fully_shard(copy.deepcopy(reference))
+    # Gradients summed over the ranks, then divided by 5: NCCL's PREMUL_SUM
+    # by 1/5 in the reduce-scatter.
+    model.set_gradient_divide_factor(5.0)
+    batches = [torch.randn(4, 8, generator=torch.Generator().manual_seed(i)).cuda()
+               for i in range(world)]
+    model(batches[rank]).pow(2).sum().backward()
+    for batch in batches:
+        reference(batch).pow(2).sum().backward()
+    got = [p.grad.full_tensor().cpu() for p in model.parameters()]
+    want = [p.grad.cpu() / 5.0 for p in reference.parameters()]
+    print(f"rank {rank} close {all(torch.allclose(g, x, atol=1e-6) for g, x in zip(got, want))} "
+          f"end")
+    dist.destroy_process_group()
+""")
+
+
+def test_fsdp2_gradient_divide_factor(tmp_path):
+    script = tmp_path / "fsdp2_divide.py"
+    script.write_text(FSDP2_DIVIDE_FACTOR)
+    done = _ok(_torchrun([script], tmp_path))
+    assert sorted(re.findall(r"rank (\d) close (\w+) end", done.stdout)) == [
+        ("0", "True"), ("1", "True")], done.stdout
+
+
 # --- every collective ---------------------------------------------------------
 
 COLLECTIVES = textwrap.dedent('''
@@ -317,6 +353,22 @@ COLLECTIVES = textwrap.dedent('''
     else:
         passed.append("reduce")
 
+    # NCCL's PREMUL_SUM: each rank's input times the factor (a float, or a
+    # one-element tensor), then the sum; inputs not written stay as given.
+    for factor in (0.5, torch.tensor([0.25], device=dev)):
+        t = full(r + 1).to(dev)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+        check(f"all_reduce PREMUL_SUM {type(factor).__name__}", t,
+              full(float(factor) * sum(range(1, w + 1))))
+    given = (torch.arange(2.0 * w) + r).to(dev)
+    out = torch.empty(2, device=dev)
+    dist.reduce_scatter_tensor(out, given, op=dist._make_nccl_premul_sum(2.0))
+    check("reduce_scatter_tensor PREMUL_SUM", [out, given],
+          [2 * base[2 * r:2 * r + 2], torch.arange(2.0 * w) + r])
+    t = full(r + 1).to(dev)
+    dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(3.0))
+    check("reduce PREMUL_SUM", t, full(3 * sum(range(1, w + 1))) if r == 0 else full(r + 1))
+
     gathered = [torch.empty(3, device=dev) for _ in range(w)] if r == 0 else None
     dist.gather(full(r).to(dev), gathered, dst=0)
     if r == 0:
@@ -376,7 +428,8 @@ EXPECTED = {
     "reduce_scatter_tensor", "all_gather_into_tensor (1, n) into flat",
     "reduce_scatter_tensor flat into (1, n)", "reduce_scatter", "reduce", "gather", "scatter",
     "all_to_all_single", "all_to_all", "barrier", "send/recv", "all_reduce async",
-    "object collectives"}
+    "object collectives", "all_reduce PREMUL_SUM float", "all_reduce PREMUL_SUM Tensor",
+    "reduce_scatter_tensor PREMUL_SUM", "reduce PREMUL_SUM"}
 
 
 def test_every_collective_on_two_ranks_sharing_one_npu(tmp_path):

@@ -44,7 +44,15 @@ def test_mappings_count_calls():
     assert calls("torch.cuda.is_available") == before + 5
 
 
-def test_disable_then_enable(migrated):
+class _CudaAsked(Exception):
+    pass
+
+
+def _refuse_cuda():
+    raise _CudaAsked
+
+
+def test_disable_then_enable(migrated, monkeypatch):
     wrapper = torch.zeros
     transfer_to_npu.disable()
     try:
@@ -53,14 +61,18 @@ def test_disable_then_enable(migrated):
         assert "to" not in torch.Tensor.__dict__
         assert torch.device("cuda").type == "cuda"
         assert type(torch.Event(device="npu")) is torch.Event
-        with pytest.raises(RuntimeError):
-            torch.Stream(device="cuda")
-        assert torch.cuda.is_available() is False
-        # A reference kept from before behaves as the original now.
+        assert type(torch.Stream(device="npu")) is torch.Stream
+        if not torch.backends.cuda.is_built():
+            assert torch.cuda.is_available() is False
+        # A reference kept from before behaves as the original now: it asks
+        # torch to initialise CUDA (refused here: a machine's GPU is never
+        # touched).
         assert wrapper(2).device.type == "cpu"
-        with pytest.raises((RuntimeError, AssertionError)):
+        monkeypatch.setattr(torch.cuda, "_lazy_init", _refuse_cuda)
+        with pytest.raises(_CudaAsked):
             wrapper(2, device="cuda")
     finally:
+        monkeypatch.undo()
         transfer_to_npu.enable()
     assert isinstance(torch.Stream(device="cuda"), torch.npu.Stream)
     before = calls("torch.zeros")
@@ -166,6 +178,70 @@ def test_a_failed_import_leaves_torch_unpatched(tmp_path):
     """Any other error while patching fails the import whole: torch.device
     and torch.cuda are torch's own again."""
     assert _probe_state(tmp_path, "TypeError") == ["failed", "TypeError", "cuda", "True", "True"]
+
+
+# A setting that fails the import, and the script's retry once it is fixed
+# (as the setting's error says): the import in the script, or torch's with
+# TRANSFER_TO_NPU=1.
+RETRY = """
+import os, sys
+setting, value = sys.argv[1], sys.argv[2]
+os.environ[setting] = value
+try:
+    import {first}
+    print("imported")
+except Exception as exc:
+    print("failed", type(exc).__name__)
+del os.environ[setting]
+import torch, transfer_to_npu
+print(transfer_to_npu.backend, torch.zeros(1, device="cuda").device,
+      torch.cuda.synchronize is torch.npu.synchronize or "migrated")
+"""
+
+
+@pytest.mark.parametrize("first", ["transfer_to_npu", "torch"],
+                         ids=["import transfer_to_npu", "TRANSFER_TO_NPU=1"])
+@pytest.mark.parametrize("setting, value", [
+    ("TRANSFER_TO_NPU_LOG", "7"), ("TRANSFER_TO_NPU_VIRTUAL_DEVICES", "abc"),
+    ("TRANSFER_TO_NPU_BACKEND", "nope"), ("TRANSFER_TO_NPU_RULES", "RULES")])
+def test_an_import_that_fails_on_a_setting_works_once_it_is_fixed(tmp_path, first, setting,
+                                                                 value):
+    """A setting the import refuses leaves nothing registered with torch:
+    the import tried again in the same process, once the setting is fixed,
+    migrates (torch's own import too, under TRANSFER_TO_NPU=1: it fails with
+    the setting's error, and the retry finds torch imported)."""
+    rules = tmp_path / "rules.json"
+    rules.write_text('{"rules": {"Renames": []}}')
+    proc = run_python(["-c", RETRY.format(first=first), setting,
+                       str(rules) if value == "RULES" else value],
+                      env={"TRANSFER_TO_NPU_BACKEND": "virtual",
+                           "TRANSFER_TO_NPU": "1" if first == "torch" else None})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("failed ") and lines[1] == "virtual npu:0 migrated", lines
+
+
+def test_an_install_interrupted_half_way_is_taken_up_again(tmp_path):
+    """The virtual NPU's install failing in a step (here torch.distributed
+    refusing the hccl backend once): the import tried again installs the
+    rest, where torch refused to register the first steps twice."""
+    code = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        register = dist.Backend.register_backend
+        def once(*args, **kwargs):
+            dist.Backend.register_backend = register
+            raise RuntimeError("refused once")
+        dist.Backend.register_backend = once
+        try:
+            import transfer_to_npu
+        except RuntimeError as exc:
+            print(exc)
+        import transfer_to_npu
+        print(torch.zeros(1, device="cuda").device, dist.is_nccl_available())
+    """)
+    proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == ["refused once", "npu:0 True"]
 
 
 def test_keys_of_sys_modules_that_are_not_str_are_passed_over():

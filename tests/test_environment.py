@@ -91,6 +91,48 @@ def test_disable_unsets_what_was_carried():
     assert proc.stdout.splitlines() == ["lo 1", "None None lo", "lo 1"]
 
 
+@pytest.mark.parametrize("value", ["4" * 400, "-1", "0", "4M", "", "0x" + "f" * 16])
+def test_a_buffer_size_nccl_could_not_use_is_not_carried(value):
+    """NCCL_BUFFSIZE is bytes: a value that is not a positive number of
+    them NCCL can read (a typo, 0, -1, beyond 64 bits) never stops the
+    import; it is warned about once, and HCCL keeps its default."""
+    shown, stderr = _show({"NCCL_BUFFSIZE": value})
+    assert shown["HCCL_BUFFSIZE"] == "None"
+    assert stderr.count(f"NCCL_BUFFSIZE has no NPU counterpart: HCCL_BUFFSIZE ({value!r}") == 1
+
+
+def test_disable_puts_back_what_it_changed_and_nothing_the_script_changed_since(tmp_path):
+    """disable() unsets what enable() carried, and its claims on the log's
+    and the report's paths; a variable the script set since (its own
+    HCCL_BUFFSIZE) stays, one it unset stays unset, and migration is off."""
+    code = textwrap.dedent("""
+        import os, torch
+        import transfer_to_npu
+        owners = ("TRANSFER_TO_NPU_LOG_OWNER", "TRANSFER_TO_NPU_REPORT_OWNER")
+        print(os.environ["HCCL_BUFFSIZE"], *(os.environ.get(o) == str(os.getpid())
+                                              for o in owners))
+        os.environ["HCCL_BUFFSIZE"] = "64"
+        del os.environ["HCCL_SOCKET_IFNAME"]
+        transfer_to_npu.disable()
+        print(os.environ.get("HCCL_BUFFSIZE"), os.environ.get("HCCL_SOCKET_IFNAME"),
+              os.environ.get("ASCEND_LAUNCH_BLOCKING"), *(os.environ.get(o) for o in owners),
+              transfer_to_npu.is_enabled(), torch.zeros(1, device="cpu").device)
+        transfer_to_npu.enable()
+        print(os.environ.get("HCCL_BUFFSIZE"), os.environ.get("HCCL_SOCKET_IFNAME"),
+              torch.zeros(1, device="cuda").device)
+    """)
+    proc = run_python(["-c", code], env={
+        "TRANSFER_TO_NPU_BACKEND": "virtual", **UNSET, "NCCL_SOCKET_IFNAME": "lo",
+        "CUDA_LAUNCH_BLOCKING": "1", "NCCL_BUFFSIZE": "4194304",
+        "TRANSFER_TO_NPU_LOG_FILE": str(tmp_path / "log"),
+        "TRANSFER_TO_NPU_REPORT": str(tmp_path / "report.json"),
+        "TRANSFER_TO_NPU_LOG_OWNER": None, "TRANSFER_TO_NPU_REPORT_OWNER": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["4 True True",
+                                        "64 None None None None False cpu",
+                                        "64 lo npu:0"]
+
+
 def test_the_virtual_npu_gives_a_cann_home_without_cann():
     """Libraries on their Ascend path (taken as torch_npu imports) read
     ASCEND_HOME_PATH: the virtual NPU gives one with no CANN in it, keeps

@@ -97,6 +97,16 @@ def test_trainer_fp16_trains_on_npu_and_resumes(tmp_path):
     torch.testing.assert_close(torch.load(resumed / "final.pt"), torch.load(out / "final.pt"))
 
 
+def _has_apex_backend():
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    return any(f.name == "half_precision_backend" for f in dataclasses.fields(TrainingArguments))
+
+
+@pytest.mark.skipif(not _has_apex_backend(), reason="transformers 5 trains through torch.amp "
+                                                    "only (no half_precision_backend)")
 def test_trainer_fp16_through_apex_o2(tmp_path):
     """half_precision_backend='apex': transformers finds apex by its
     distribution's metadata (served), then trains through amp.initialize
@@ -108,8 +118,9 @@ def test_trainer_fp16_through_apex_o2(tmp_path):
 
 
 def test_trainer_bf16_on_transformers_ascend_attention_with_lora(tmp_path):
-    """attn_implementation='flash_attention_2' takes transformers' Ascend
-    path (torch_npu.npu_fusion_attention); the LoRA adapters come from
+    """attn_implementation='flash_attention_2' trains: through the served
+    flash_attn (transformers 4.57) or transformers' Ascend path,
+    torch_npu.npu_fusion_attention (5.x); the LoRA adapters come from
     peft."""
     pytest.importorskip("peft")
     stdout, _ = _train(tmp_path, "bf16", "flash_attention_2", "-", "lora")

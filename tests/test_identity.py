@@ -105,17 +105,20 @@ def test_disable_puts_torchs_answers_back():
     code = textwrap.dedent("""
         import torch
         original = torch.cuda.get_device_capability
+        # torch's own answers: None and no NCCL on the CPU build, its CUDA's
+        # on a CUDA build.
+        answers = (torch.version.cuda, hasattr(torch._C, "_nccl_version"))
         import transfer_to_npu
         print(torch.version.cuda, torch.cuda.get_device_capability())
         transfer_to_npu.disable()
-        print(torch.version.cuda, hasattr(torch._C, "_nccl_version"),
+        print((torch.version.cuda, hasattr(torch._C, "_nccl_version")) == answers,
               torch.cuda.get_device_capability is original)
         transfer_to_npu.enable()
         print(torch.version.cuda, torch.cuda.nccl.version())
     """)
     proc = run_python(["-c", code], env={"TRANSFER_TO_NPU_BACKEND": "virtual"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["12.1 (8, 0)", "None False True", "12.1 (2, 18, 1)"]
+    assert proc.stdout.splitlines() == ["12.1 (8, 0)", "True True", "12.1 (2, 18, 1)"]
 
 
 TF32_ON_TORCH_NPU = """
@@ -162,6 +165,33 @@ def test_tf32_switches_follow_on_the_virtual_npu():
         torch.backends.cuda.matmul.allow_tf32 = matmul
 
 
+FP32_PRECISION = """
+import transfer_to_npu, torch
+matmul, conv = torch.npu.matmul, torch.npu.conv
+print(matmul.allow_hf32, conv.allow_hf32)
+torch.backends.fp32_precision = "tf32"
+print(matmul.allow_hf32, conv.allow_hf32)
+torch.backends.cuda.matmul.fp32_precision = "ieee"
+print(matmul.allow_hf32, conv.allow_hf32)
+torch.backends.cudnn.conv.fp32_precision = "ieee"
+print(matmul.allow_hf32, conv.allow_hf32)
+"""
+
+
+@pytest.mark.skipif(not hasattr(torch.backends, "fp32_precision"),
+                    reason="torch before 2.9 has no fp32_precision switches")
+@pytest.mark.parametrize("backend", ["virtual", "torch_npu"])
+def test_fp32_precision_switches_are_the_npus_hf32_switches(backend):
+    """torch's newer TF32 switches (a switch sets those below it): the
+    NPU's HF32 switches read as CUDA's matmuls and convolutions would."""
+    proc = run_python(["-c", FP32_PRECISION], env={
+        "PYTHONPATH": str(STAND_INS), "TRANSFER_TO_NPU_BACKEND": backend,
+        "TRANSFER_TO_NPU_LOG": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["False True", "True True", "False True", "False False"]
+    assert ":5: torch.backends.fp32_precision -> torch.npu.matmul/conv.allow_hf32" in proc.stderr
+
+
 TRAINER = """
 import transfer_to_npu, torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
@@ -178,7 +208,7 @@ model = GPT2LMHeadModel(config)
 args = TrainingArguments(output_dir={out!r}, tf32=True, bf16=True, max_steps=2,
                          per_device_train_batch_size=4, report_to=[], save_strategy="no",
                          logging_steps=1, use_cpu=False)
-print("tf32", torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+print("tf32", torch.npu.matmul.allow_hf32, torch.npu.conv.allow_hf32)
 result = Trainer(model=model, args=args, train_dataset=Tokens()).train()
 print("device", next(model.parameters()).device, "loss", round(result.training_loss, 3) > 0)
 """
@@ -186,7 +216,9 @@ print("device", next(model.parameters()).device, "loss", round(result.training_l
 
 def test_transformers_training_arguments_with_tf32(tmp_path):
     """--tf32 requires an Ampere GPU and a CUDA torch: TrainingArguments
-    sets the switches, and the Trainer trains on the npu."""
+    sets the switches (transformers 4 the old ones, 5 torch's
+    fp32_precision), the NPU's HF32 switches follow, and the Trainer trains
+    on the npu."""
     pytest.importorskip("transformers")
     proc = run_python(["-c", TRAINER.format(out=str(tmp_path))],
                       env={"TRANSFER_TO_NPU_BACKEND": "virtual", "OMP_NUM_THREADS": "1"})

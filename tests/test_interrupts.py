@@ -14,6 +14,7 @@ import textwrap
 import time
 
 import pytest
+import torch
 
 # Trains until interrupted, ROUNDS times, then exits through its own
 # handler.
@@ -123,25 +124,133 @@ def test_the_scripts_own_sigint_handler_is_left_alone(tmp_path):
     assert proc.returncode == 7
 
 
-def test_a_second_ctrl_c_ends_a_wait_at_once(tmp_path):
-    """The first Ctrl-C takes effect at the next Python instruction, which
-    a wait in C (time.sleep) holds back; a second one raises there and
-    then, as the default handler does."""
-    code = textwrap.dedent("""
-        import time, torch, transfer_to_npu
-        torch.ones(1, device="cuda")
-        print("ready", flush=True)
-        start = time.monotonic()
+# A script that waits (WAIT: a statement that blocks for a minute), with
+# or without migration, and prints how long the wait lasted once Ctrl-C
+# ended it.
+WAIT = textwrap.dedent("""
+    import select, sys, threading, time, torch
+    if sys.argv[1] == "migrated":
+        import transfer_to_npu
+        torch.ones(1, device="cuda")  # the npu in use: its callbacks answered
+    print("ready", flush=True)
+    start = time.monotonic()
+    try:
+        {wait}
+    except KeyboardInterrupt:
+        print(f"{{time.monotonic() - start:.2f}}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("wait", ["time.sleep(60)", "threading.Event().wait(60)",
+                                  "select.select([], [], [], 60)"])
+def test_ctrl_c_ends_a_wait_at_once_as_in_plain_torch(tmp_path, wait):
+    """One Ctrl-C ends a wait in C where it is, as without migration:
+    holding it back for torch's callbacks never holds it back where none
+    is being answered."""
+    answered = {}
+    for mode in ("plain", "migrated"):
+        proc = _start(tmp_path, WAIT.format(wait=wait), args=(mode,))
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        answered[mode] = float(out.strip())
+    assert answered["plain"] < 10
+    assert answered["migrated"] < answered["plain"] + 5, answered
+
+
+# A training loop fed by a DataLoader with worker processes, saving a
+# checkpoint every other step and, in its handler, when interrupted; it
+# says "training" once its workers have delivered (so that Ctrl-C lands in
+# training rather than in starting them, where the interpreter drops it in
+# its fork handlers, with or without migration).
+FED = textwrap.dedent("""
+    import itertools, sys, torch, transfer_to_npu
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+    ROUNDS, path = int(sys.argv[1]), sys.argv[2]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(2048, 64), torch.randint(0, 10, (2048,)))
+    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=2, pin_memory=True)
+    step = 0
+
+    def save():
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "step": step}, path)
+
+    print("ready", flush=True)
+    for _ in range(ROUNDS):
         try:
-            time.sleep(60)
+            for epoch in itertools.count():
+                for i, (x, y) in enumerate(loader):
+                    if epoch == 0 and i == 1:
+                        print("training", flush=True)
+                    x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+                    loss = nn.functional.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    step += 1
+                    if step % 2 == 0:
+                        save()
         except KeyboardInterrupt:
-            print(f"{time.monotonic() - start:.1f}")
-    """)
-    proc = _start(tmp_path, code)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert float(out.strip()) < 30
+            torch.set_grad_enabled(True)
+            save()
+            print("interrupted", step, flush=True)
+    sys.exit(3)
+""")
+
+# Interrupts of the fed loop (TTN_INTERRUPTS sets another number, for a
+# longer run by hand).
+FED_ROUNDS = int(os.environ.get("TTN_INTERRUPTS", "200"))
+
+
+def test_ctrl_c_in_a_dataloader_fed_checkpointed_loop_always_reaches_the_handler(tmp_path):
+    """Ctrl-C as a terminal sends it (to the process group: the DataLoader's
+    workers get it too), FED_ROUNDS times at random moments of loading,
+    training and saving: each time the script's own handler runs and saves
+    its checkpoint, which loads."""
+    rng = random.Random(0)
+    script = tmp_path / "fed.py"
+    script.write_text(FED)
+    checkpoint = tmp_path / "checkpoint.pt"
+    env = dict(os.environ, TRANSFER_TO_NPU_BACKEND="virtual", OMP_NUM_THREADS="1")
+    env.pop("TRANSFER_TO_NPU", None)
+    with open(tmp_path / "stderr", "w+") as err:
+        proc = subprocess.Popen([sys.executable, str(script), str(FED_ROUNDS), str(checkpoint)],
+                                env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                start_new_session=True)
+
+        def answer(timeout):
+            if not select.select([proc.stdout], [], [], timeout)[0]:
+                return None
+            return proc.stdout.readline().strip()
+
+        try:
+            assert answer(120) == "ready"
+            again, last = 0, None
+            for done in range(FED_ROUNDS):
+                assert answer(120) == "training", f"after {done} interrupts"
+                time.sleep(rng.uniform(0, 0.05))
+                os.killpg(proc.pid, signal.SIGINT)
+                line = answer(ANSWER)
+                while line is None and again < AGAIN:
+                    again += 1
+                    os.killpg(proc.pid, signal.SIGINT)
+                    line = answer(ANSWER)
+                assert line is not None and line.startswith("interrupted"), \
+                    f"after {done} interrupts: {line!r}"
+                last = int(line.split()[1])
+            assert proc.wait(120) == 3
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            proc.stdout.close()
+            err.seek(0)
+            stderr = err.read()
+    for sign in ("SystemError", "Fatal Python error", "terminate called"):
+        assert sign not in stderr, stderr[-3000:]
+    assert torch.load(checkpoint)["step"] == last

@@ -183,12 +183,16 @@ def test_module_to_inside_a_compiled_region():
 
 
 def test_dynamo_imported_after_the_migration():
-    # Dynamo's polyfill of torch._C._nn._parse_to is made at its import,
-    # from whatever is there: the migrated wrapper's original.  Torch's own
-    # registrations are no migration of the user's: none logged or counted.
+    # Dynamo's polyfill of torch._C._nn._parse_to (where this torch has
+    # one: not before 2.11) is made at its import, from whatever is there:
+    # the migrated wrapper's original.  Torch's own registrations are no
+    # migration of the user's: none logged or counted.
     out = run_python(["-c", "import torch, transfer_to_npu, torch._dynamo\n"
-                      "from torch._dynamo.polyfills import torch_c_nn as p\n"
-                      "print(p._parse_to_polyfill.__torch_dynamo_original__\n"
+                      "try:\n"
+                      "    from torch._dynamo.polyfills import torch_c_nn as p\n"
+                      "except ImportError:\n"
+                      "    p = None\n"
+                      "print(p is None or p._parse_to_polyfill.__torch_dynamo_original__\n"
                       "      is torch._C._nn._parse_to.__wrapped__,\n"
                       "      sum(m['calls'] for m in transfer_to_npu.mappings()))"],
                      env={"TRANSFER_TO_NPU_LOG": "2"})
@@ -220,3 +224,48 @@ def test_compiled_checkpoint_replays_dropout():
     assert 0 < kept.sum() < 64
     # d/dw of sum(y^2), y = mask * x * w / (1 - p)
     assert torch.allclose(w.grad, 2 * y * kept * x / 0.5)
+
+
+FULLGRAPH = """
+import sys
+import torch
+if sys.argv[1] == "dynamo first":
+    import torch._dynamo
+import transfer_to_npu
+
+def by_device(x):
+    return x * 3 if torch.is_autocast_enabled(x.device.type) else x + 1
+
+def unnamed(x):
+    return x.to(torch.get_autocast_gpu_dtype()) if torch.is_autocast_enabled() else x - 1
+
+def cuda_dtype(x):
+    return x.to(torch.get_autocast_dtype("cuda")) * torch.cuda.is_available()
+
+def properties(x):
+    return x * torch.cuda.get_device_properties(0).major
+
+x = torch.ones(2, device="cuda")
+out = []
+for fn in (by_device, unnamed, cuda_dtype, properties):
+    compiled = torch.compile(fn, fullgraph=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        inside = compiled(x)
+    outside = compiled(x)
+    out.append(f"{fn.__name__} {inside.tolist()} {inside.dtype} {outside.tolist()} {outside.dtype}")
+print("|".join(out))
+"""
+
+
+@pytest.mark.parametrize("order", ["dynamo first", "migration first"])
+def test_wrappers_traced_in_a_full_graph(order):
+    """Dynamo traces what a wrapper stands for (the migrated call), with
+    dynamo imported before the migration or after it (its tables are made
+    then, from what torch holds)."""
+    proc = run_python(["-c", FULLGRAPH, order], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().split("|") == [
+        "by_device [3.0, 3.0] torch.float32 [2.0, 2.0] torch.float32",
+        "unnamed [1.0, 1.0] torch.bfloat16 [0.0, 0.0] torch.float32",
+        "cuda_dtype [1.0, 1.0] torch.bfloat16 [1.0, 1.0] torch.float16",
+        "properties [8.0, 8.0] torch.float32 [8.0, 8.0] torch.float32"]

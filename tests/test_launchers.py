@@ -14,7 +14,8 @@ CLEAN = {"TRANSFER_TO_NPU_BACKEND": "virtual", "TRANSFER_TO_NPU_VIRTUAL_DEVICES"
          "LOCAL_WORLD_SIZE": None, "LOCAL_RANK": None, "RANK": None, "WORLD_SIZE": None,
          "OMP_NUM_THREADS": "1", "PYTHONPATH": None}
 
-LIGHTNING = textwrap.dedent("""
+# A script's start: a model that records the device it trains on.
+LIGHTNING_MODEL = textwrap.dedent("""
     import sys
     import transfer_to_npu
     import torch
@@ -33,7 +34,9 @@ LIGHTNING = textwrap.dedent("""
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
+""")
 
+LIGHTNING = LIGHTNING_MODEL + textwrap.dedent("""
     if __name__ == "__main__":
         torch.manual_seed(0)
         data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
@@ -105,3 +108,41 @@ def test_accelerate_notebook_launcher_forks_a_worker_per_npu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert sorted(re.findall(r"rank \d of 2 on npu:\d npus 2", proc.stdout)) == [
         "rank 0 of 2 on npu:0 npus 2", "rank 1 of 2 on npu:1 npus 2"]
+
+
+LIGHTNING_AGAIN = LIGHTNING_MODEL + textwrap.dedent("""
+    def fit(**kwargs):
+        trainer = L.Trainer(accelerator="gpu", max_steps=2, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, **kwargs)
+        model = Model()
+        trainer.fit(model, DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)),
+                                      batch_size=4))
+        return trainer, model
+
+    if __name__ == "__main__":
+        trainer, _ = fit(devices=2, strategy="ddp_spawn")
+        print("spawned", trainer.num_devices, "then", torch.cuda.device_count())
+        trainer, model = fit(devices=[1])
+        print("second npu", model.seen, "then", torch.cuda.device_count())
+        # devices="auto": the one npu the node has, not the two asked for before
+        # (two would relaunch this script as DDP's rank 0).
+        trainer, model = fit()
+        print("later", trainer.num_devices, type(trainer.strategy).__name__, model.seen)
+""")
+
+
+def test_lightning_devices_are_provided_for_the_job_that_asks(tmp_path):
+    """The virtual NPUs provided for a Trainer's devices=N are the node's
+    while its processes run, not for the rest of the process."""
+    pytest.importorskip("lightning")
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING_AGAIN)
+    proc = run_python([str(script)], cwd=tmp_path, env=CLEAN, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # What the script says: the spawned processes' gloo (torch 2.10) prints
+    # lines of its own, piece by piece, which can run into the script's.
+    said = re.findall(r"spawned \d+ then \d+|second npu \S+ then \d+|later \d+ \w+ \S+",
+                      proc.stdout)
+    assert said == ["spawned 2 then 1", "second npu npu:1 then 1",
+                    "later 1 SingleDeviceStrategy npu:0"]

@@ -41,3 +41,27 @@ def test_cuda_accelerator_sets_up_the_npu(lightning_first):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["npu:1 1", "refused: Device should be GPU, got cpu instead",
                                         "True"]
+
+
+SETS_DEVICE = """
+from unittest import mock
+import transfer_to_npu
+import torch
+from lightning.pytorch.accelerators import CUDAAccelerator
+
+with mock.patch("torch.cuda.set_device") as set_device:
+    CUDAAccelerator().setup_device(torch.device("cuda", 1))
+print(set_device.call_args_list)
+"""
+
+
+def test_cuda_accelerator_sets_the_device_through_torch_cuda():
+    """As on a GPU, Lightning makes its device current with
+    torch.cuda.set_device (migrated): what patches or counts that call
+    sees it."""
+    pytest.importorskip("lightning")
+    proc = run_python(["-c", SETS_DEVICE], env={"TRANSFER_TO_NPU_BACKEND": "virtual",
+                                                "TRANSFER_TO_NPU_VIRTUAL_DEVICES": "2",
+                                                "PYTHONPATH": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[call(device(type='npu', index=1))]"

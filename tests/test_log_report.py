@@ -128,6 +128,40 @@ def test_unwritable_log_file_falls_back_to_stderr(script, tmp_path):
     assert len(_lines(proc.stderr)) == 5
 
 
+# Runs a script with the size of the files it writes limited to LIMIT
+# bytes, as a full disk limits them (the interpreter ignores SIGXFSZ: a
+# write beyond the limit fails with EFBIG).
+LIMITED = ("import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+           "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); sys.argv.pop(0); "
+           "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+@pytest.mark.parametrize("limit", [0, 400], ids=["full at start", "full mid-run"])
+def test_a_full_disk_never_stops_or_floods_the_job(tmp_path, limit):
+    """A log or report that cannot be written (a full disk, a file size
+    limit), from the first line or once it has filled: the script runs to
+    its end, the log goes on on stderr after one warning, the report's
+    failure is one line at exit, and no traceback is printed."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch, transfer_to_npu
+        for i in range(200):
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+        print("done")
+    """))
+    log = tmp_path / "m.log"
+    proc = run_python(["-c", LIMITED, str(limit), str(script)],
+                      env={"TRANSFER_TO_NPU_LOG": "2", "TRANSFER_TO_NPU_LOG_FILE": str(log),
+                           "TRANSFER_TO_NPU_REPORT": str(tmp_path / "report.json")})
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr[-3000:]
+    assert proc.stderr.count(f"cannot write the log to {str(log)!r} (File too large)") == 1
+    assert proc.stderr.count("could not write the summary or report") == 1
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    written = _lines(log.read_text()) + _lines(proc.stderr)
+    assert len(written) == 400 and log.stat().st_size <= limit
+
+
 def test_report(script, tmp_path):
     report = tmp_path / "report.json"
     proc = run_python([str(script)], env={"TRANSFER_TO_NPU_REPORT": str(report)})

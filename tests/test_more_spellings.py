@@ -36,20 +36,31 @@ def test_module_to_empty():
     assert m.weight.device == npu(0)
 
 
+LEGACY_TYPE = "torch.Tensor.type('torch.cuda.<T>Tensor')"
+LEGACY_DEFAULT_TYPE = "torch.set_default_tensor_type('torch.cuda.<T>Tensor')"
+
+
 def test_legacy_type_names():
     x = torch.ones(2)
+    before = calls(LEGACY_TYPE)
     assert x.type(torch.cuda.FloatTensor).device == npu(0)
     h = x.type("torch.cuda.HalfTensor")
     assert h.device == npu(0) and h.dtype == torch.float16
     assert h.type() == "torch.cuda.HalfTensor"
     assert x.type() == "torch.FloatTensor"
     assert x.type(torch.float64).dtype == torch.float64
+    assert x.type(torch.int64).dtype == torch.int64
+    assert x.type("torch.LongTensor").dtype == torch.int64
+    # Only the CUDA tensor types are migrations: a dtype or a CPU type is
+    # Tensor.type as torch has it.
+    assert calls(LEGACY_TYPE) - before == 2
 
 
 @pytest.mark.filterwarnings("ignore:torch.set_default_tensor_type\\(\\) is deprecated")
 def test_legacy_default_tensor_type():
     dtype = torch.get_default_dtype()
     try:
+        before = calls(LEGACY_DEFAULT_TYPE)
         torch.set_default_tensor_type("torch.cuda.FloatTensor")
         x = torch.ones(2)
         assert x.device == npu(0) and x.dtype == torch.float32
@@ -61,6 +72,7 @@ def test_legacy_default_tensor_type():
         # Back to a cpu type: the npu default goes with it.
         torch.set_default_tensor_type("torch.FloatTensor")
         assert torch.ones(1).device.type == "cpu" and torch.ones(1).dtype == torch.float32
+        assert calls(LEGACY_DEFAULT_TYPE) - before == 2
     finally:
         torch.set_default_device(None)
         torch.set_default_dtype(dtype)
@@ -84,6 +96,7 @@ def test_generator_device():
         assert torch.rand(2, generator=g, device="cuda").device == npu(0)
     assert isinstance(torch.Generator("cuda"), torch.Generator)
     assert torch.Generator().device.type == "cpu"
+    assert torch.Generator(0).device == npu(0)  # an index: the accelerator's
     assert calls("torch.Generator") >= before + 3
 
 

@@ -52,6 +52,18 @@ SCRIPT = textwrap.dedent("""
         except (NotImplementedError, RuntimeError) as exc:
             reached.append("npu" if "'npu' backend" in str(exc) else str(exc))
     out["tensors reached"] = reached
+    # torch.Generator's class is made by `type` before torch 2.12 (and on
+    # every torch_npu line): its construction is patched all the same.
+    # With no kernels, torch's error names the device the generator was
+    # asked for.
+    generators = []
+    for spec in ("cuda", "cuda:0", torch.device("cuda")):
+        try:
+            generators.append(torch.Generator(device=spec).device.type)
+        except RuntimeError as exc:
+            generators.append("npu" if "PrivateUse1" in str(exc) else str(exc))
+    out["generators reached"] = generators
+    out["cpu generator"] = str(torch.Generator().device)
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -163,6 +175,17 @@ def test_cuda_calls_reach_torch_npu(result):
 
 def test_tensors_go_to_the_npu(result):
     assert result[0]["tensors reached"] == ["npu"] * 4
+
+
+def test_generators_go_to_the_npu(result):
+    """torch.Generator(device='cuda') is the npu's on every torch line,
+    whatever makes torch.Generator's class; a generator without a device
+    stays the cpu's."""
+    out = result[0]
+    assert out["generators reached"] == ["npu"] * 3
+    assert out["cpu generator"] == "cpu"
+    # The strings rewritten (torch.device('cuda') is the npu's already).
+    assert out["mappings"]["torch.Generator"] == ["torch.Generator", "constructor", 2]
 
 
 def test_every_builtin_taking_a_device_is_mapped(result):

@@ -72,6 +72,67 @@ def test_malformed_rules_name_file_rule_and_field(tmp_path, rules, message):
     assert "RulesError" in proc.stderr
 
 
+@pytest.mark.parametrize("rules, message", [
+    ({"FuncNameModifyRule": [{"old_name": "os.system", "new_name": "mylib.npu_init"}]},
+     "FuncNameModifyRule[0]: old_name 'os.system' is the standard library's"),
+    ({"FuncNameModifyRule": [{"old_name": "builtins.open", "new_name": "mylib.npu_init"}]},
+     "FuncNameModifyRule[0]: old_name 'builtins.open' is the standard library's"),
+    ({"ModuleNameModifyRule": [{"old_name": "json", "new_name": "pickle",
+                                "parent_module": ""}]},
+     "ModuleNameModifyRule[0]: old_name 'json' is the standard library's"),
+    ({"ArgsModifyRule": [{"func_name": "numpy.zeros", "arg_idx": 0, "arg_new": 1}]},
+     "ArgsModifyRule[0]: func_name 'numpy.zeros' is an installed package's"),
+    ({"FuncNameModifyRule": [{"old_name": "transfer_to_npu.enable",
+                              "new_name": "mylib.npu_init"}]},
+     "FuncNameModifyRule[0]: old_name 'transfer_to_npu.enable' is this package's"),
+    ({"FuncNameModifyRule": [{"old_name": "torch.float32", "new_name": "mylib.npu_init"}]},
+     "FuncNameModifyRule[0]: old_name 'torch.float32' is not a function (a torch.dtype)"),
+    ({"FuncNameModifyRule": [{"old_name": "mylib.legacy_init",
+                              "new_name": "mylib.legacy_init"}]},
+     "FuncNameModifyRule[0]: mylib.legacy_init -> mylib.legacy_init maps "
+     "'mylib.legacy_init' back to itself"),
+    ({"FuncNameModifyRule": [{"old_name": "mylib.legacy_init", "new_name": "mylib.npu_init"},
+                             {"old_name": "mylib.npu_init", "new_name": "mylib.legacy_init"}]},
+     "FuncNameModifyRule[0]: mylib.legacy_init -> mylib.npu_init -> mylib.legacy_init maps"),
+    ({"ModuleNameModifyRule": [{"old_name": "mylib_gpu", "new_name": "mylib_npu",
+                                "parent_module": ""},
+                               {"old_name": "mylib_npu", "new_name": "mylib_gpu",
+                                "parent_module": ""}]},
+     "ModuleNameModifyRule[0]: mylib_gpu -> mylib_npu -> mylib_gpu maps"),
+])
+def test_rules_for_what_is_not_the_users_are_refused_when_read(tmp_path, rules, message):
+    """Rules map the user's own code and torch's: one that would rebind the
+    standard library, an installed package or this package, wrap what is
+    not a function, or lead a name back to itself (a call recursing without
+    end), is refused as the file is read, naming the rule; nothing of it is
+    patched."""
+    proc = _project(tmp_path, {"rules": rules}, """
+        import sys
+        try:
+            import transfer_to_npu
+        except ValueError as exc:
+            print(exc)
+        import os, json, torch
+        print(os.system.__module__, json.__name__, torch.zeros(1, dtype=torch.float32).dtype)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    refusal, after = proc.stdout.splitlines()
+    assert refusal.startswith(f"{tmp_path / 'rules.json'}: ") and message in refusal, refusal
+    assert after == "posix json torch.float32"
+
+
+def test_torch_and_the_users_own_functions_are_mapped(tmp_path):
+    rules = {"rules": {"FuncNameModifyRule": [
+        {"old_name": "torch.cuda.empty_cache", "new_name": "mylib.npu_init"},
+        {"old_name": "mylib.legacy_init", "new_name": "mylib.npu_init"}]}}
+    proc = _project(tmp_path, rules, """
+        import transfer_to_npu, torch, mylib
+        print(torch.cuda.empty_cache("m"), mylib.legacy_init("m"))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["npu:m", "npu:m"]
+
+
 def test_missing_rules_file(tmp_path):
     proc = run_python(["-c", "import transfer_to_npu"],
                       env={"TRANSFER_TO_NPU_RULES": str(tmp_path / "nope.json")})

@@ -127,25 +127,57 @@ def test_a_weight_used_twice_gets_both_gradients():
     assert torch.allclose(layer.weight.grad.cpu(), w.grad.float().cpu(), rtol=1e-2, atol=1e-2)
 
 
+_POLICIES = {"AT_FORALL_LOWER_PRECISION_FP": autocast.LOWER_PRECISION_FP,
+             "AT_FORALL_FP32": autocast.FP32,
+             "AT_FORALL_FP32_SET_OPT_DTYPE": autocast.FP32_SET_OPT_DTYPE,
+             "AT_FORALL_PROMOTE": autocast.PROMOTE}
+
+
+def test_npu_autocasts_the_ops_cuda_autocasts():
+    """What the npu casts is what this torch's CUDA autocast casts: an op
+    has an npu autocast kernel exactly when it has a CUDA one (rms_norm
+    became an fp32 op in torch 2.12: before it, CUDA keeps its dtype), and
+    every op CUDA autocasts has a policy here (but cuDNN's own, which the
+    npu has no kernel of)."""
+    torch.ones(1, device="npu")  # the kernels are registered at the first npu tensor
+    cuda = autocast.cuda_autocast_ops()
+    named = set(autocast.FP32_APPEND_DTYPE).union(autocast.BANNED, *_POLICIES.values())
+    assert {op for op in cuda if "cudnn" not in op} <= named
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for op in named:
+        try:
+            npu_casts = has(f"aten::{op}", "AutocastPrivateUse1")
+        except RuntimeError:  # no such op in this torch
+            npu_casts = False
+        assert npu_casts == (op in cuda), op
+    x = torch.randn(2, 8, device="npu").to(torch.bfloat16)
+    with torch.autocast("npu", dtype=torch.bfloat16):
+        y = F.rms_norm(x, (8,))
+    assert y.dtype == (torch.float32 if "rms_norm" in cuda else torch.bfloat16)
+
+
 def test_casting_lists_equal_atens():
-    """The lists are ATen's own for CUDA (ATen/autocast_mode.h of the torch
-    that runs)."""
+    """Each op's policy is ATen's own for CUDA (ATen/autocast_mode.h of the
+    torch that runs), for the ops this torch autocasts."""
     header = Path(torch.__file__).parent / "include" / "ATen" / "autocast_mode.h"
     if not header.exists():
         pytest.skip("torch's headers are not installed")
     text = header.read_text()
+    cuda = autocast.cuda_autocast_ops()
 
     def listed(macro):
         body = re.search(rf"#define {macro}\(_\)(.*?)\n\n", text, re.S).group(1)
         entries = re.findall(r"_\(([^)]*)\)", body)
         return {".".join(p.strip() for p in m.split(",")) for m in entries}
 
-    assert set(autocast.LOWER_PRECISION_FP) == listed("AT_FORALL_LOWER_PRECISION_FP")
-    assert set(autocast.FP32) == listed("AT_FORALL_FP32")
-    assert set(autocast.FP32_SET_OPT_DTYPE) == listed("AT_FORALL_FP32_SET_OPT_DTYPE")
-    assert set(autocast.PROMOTE) == listed("AT_FORALL_PROMOTE")
+    lists = {macro: listed(macro) for macro in _POLICIES}
+    in_lists = set().union(*lists.values())
+    for macro, ops in _POLICIES.items():
+        # (What CUDA registers outside these lists, 2.14's
+        # linalg_matrix_sqrth, has the policy its kernel casts with.)
+        assert set(ops) & in_lists & cuda == lists[macro], macro
     appended = set(re.findall(r'"(norm\.[A-Za-z_]+)"', text))
-    assert set(autocast.FP32_APPEND_DTYPE) == appended
+    assert set(autocast.FP32_APPEND_DTYPE) & cuda == appended
 
 
 def test_npu_amp_module():

@@ -77,6 +77,23 @@ def test_resize_keeps_data_and_grows():
     assert t.shape == (10,) and t.cpu()[:4].tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_storage_freed_and_got_back_in_place():
+    """What FSDP does with an unsharded parameter: its storage resized to 0
+    and back while the parameter (a view) stays the same tensor, which sees
+    what is written into the storage's new memory."""
+    flat = torch.arange(6.0, device="npu")
+    param = flat[2:].view(2, 2)
+    storage = flat.untyped_storage()
+    storage.resize_(0)
+    assert storage.nbytes() == 0 and storage.size() == 0
+    assert flat.untyped_storage().nbytes() == 0  # one storage, whoever asks
+    storage.resize_(6 * 4)
+    assert flat.untyped_storage().size() == 24
+    flat.copy_(torch.arange(10.0, 16.0))
+    assert param.cpu().tolist() == [[12.0, 13.0], [14.0, 15.0]]
+    assert torch.ones(3).untyped_storage().resize_(0).nbytes() == 0  # the cpu's, as torch's
+
+
 def test_set_shares_storage():
     src = torch.arange(6.0, device="npu")
     dst = torch.empty(0, device="npu")

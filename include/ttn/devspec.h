@@ -14,8 +14,29 @@
 /* torch keeps device indices in an int8_t (c10::DeviceIndex). */
 #define TTN_MAX_DEVICE_INDEX 127
 
-/* Longest device string the formatter produces: "npu:127". */
-#define TTN_DEVSTR_MAX 8
+/* Longest target name: "cuda" and "nccl" are rewritten in place, so a
+ * target is never longer than they are. */
+#define TTN_TARGET_MAX 4
+
+/* Longest device string the formatter produces: "xxxx:127". */
+#define TTN_DEVSTR_MAX (TTN_TARGET_MAX + 5)
+
+/* Where CUDA's spellings go: the device type that stands for "cuda" and the
+ * process-group backend that stands for "nccl" (each 1 to TTN_TARGET_MAX
+ * lower-case letters), and whether the device type takes an index
+ * ("npu:1"; the host is one device: "cuda:1" becomes "cpu"). */
+typedef struct {
+    char device[TTN_TARGET_MAX + 1];
+    char backend[TTN_TARGET_MAX + 1];
+    int indexed;
+} ttn_target;
+
+/* The NPU's: "npu", "hccl", indexed. */
+extern const ttn_target ttn_target_npu;
+
+/* Fill *t from two names; 0 when a name is not 1 to TTN_TARGET_MAX
+ * lower-case ASCII letters (t is then unchanged). */
+int ttn_target_set(ttn_target *t, const char *device, const char *backend, int indexed);
 
 typedef enum {
     TTN_DEV_INVALID = -1, /* the type is "cuda" but the index is malformed */
@@ -29,9 +50,11 @@ typedef enum {
  * would silently wrap.  *index receives -1 for a bare "cuda". */
 ttn_dev_kind ttn_devspec_parse(const char *s, size_t len, int *index);
 
-/* Write the NPU spelling of device `index` ("npu" when index < 0) into buf
- * (NUL terminated).  Returns the length, or 0 when cap is too small. */
-size_t ttn_devspec_format_npu(int index, char *buf, size_t cap);
+/* Write the target's spelling of device `index` into buf (NUL terminated):
+ * the bare type when index < 0 or the type takes no index, else
+ * "type:index".  Returns the length, or 0 when cap is too small or the
+ * index is out of range. */
+size_t ttn_devspec_format(const ttn_target *t, int index, char *buf, size_t cap);
 
 typedef enum {
     TTN_BACKEND_TOO_LONG = -1, /* out is too small for the rewrite */
@@ -39,14 +62,15 @@ typedef enum {
     TTN_BACKEND_REWRITTEN = 1  /* out holds the rewritten string */
 } ttn_backend_result;
 
-/* Rewrite a torch.distributed backend string for HCCL.
+/* Rewrite a torch.distributed backend string for the target (the NPU's:)
  *   "nccl" (any case)             -> "hccl"
  *   "cpu:gloo,cuda:nccl"          -> "cpu:gloo,npu:hccl"
- * Device types "cuda" become "npu" and backends "nccl" become "hccl" in a
- * well-formed "device:backend[,device:backend...]" list; anything else
- * (another backend, a malformed list, an init_method URL) is unchanged.
- * On TTN_BACKEND_REWRITTEN, out is NUL terminated and *outlen is set. */
-ttn_backend_result ttn_backend_rewrite(const char *s, size_t len, char *out,
-                                       size_t cap, size_t *outlen);
+ * Device types "cuda" become the target's device and backends "nccl" its
+ * backend in a well-formed "device:backend[,device:backend...]" list;
+ * anything else (another backend, a malformed list, an init_method URL) is
+ * unchanged.  The result is never longer than s.  On
+ * TTN_BACKEND_REWRITTEN, out is NUL terminated and *outlen is set. */
+ttn_backend_result ttn_backend_rewrite(const ttn_target *t, const char *s, size_t len,
+                                       char *out, size_t cap, size_t *outlen);
 
 #endif

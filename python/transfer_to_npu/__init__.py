@@ -118,6 +118,8 @@ def enable():
         torch = _import_torch()
         from . import _environment, backends
 
+        _check_settings(backends)
+
         last = [time.perf_counter()]
 
         def timed(step):
@@ -145,6 +147,21 @@ def enable():
         _serve(True)
 
 
+def _check_settings(backends):
+    """The settings read from the environment, checked before anything is
+    registered with torch (which keeps what is registered for the life of
+    the process): a mistake fails the import naming it, and the import
+    tried again once it is fixed starts from torch as it was.  The log's
+    are checked as they are read (_report), the virtual NPU's before it
+    registers anything."""
+    backends.requested()
+    rules = os.environ.get("TRANSFER_TO_NPU_RULES")
+    if rules:
+        from ._rules import user
+
+        user.load(rules)
+
+
 def _patch(torch, name, timed):
     from . import _environment, _table
 
@@ -163,11 +180,17 @@ def _patch(torch, name, timed):
 
 
 def disable():
-    """Put back every object enable() replaced (the very same objects).
-    The npu device itself stays available."""
+    """Put back every object enable() replaced (the very same objects), and
+    every environment variable it set, but what the script has changed
+    since.  The npu device itself stays available."""
     with _lock:
-        _C.disable()
-        _serve(False)
+        try:
+            _C.disable()
+        finally:
+            _serve(False)
+            report = sys.modules.get(f"{__name__}._report")
+            if report is not None:
+                report.release()
 
 
 def is_enabled():
@@ -196,5 +219,17 @@ def _run_by_our_cli():
     return False
 
 
+def _refused():
+    """TRANSFER_TO_NPU=0: not migrated, even where the script imports this
+    package (the original run a compare dumps on CUDA)."""
+    return os.environ.get("TRANSFER_TO_NPU", "").strip().lower() in ("0", "false", "no", "off")
+
+
 if not _run_by_our_cli():
-    enable()
+    if not _refused():
+        enable()
+    # The dump (dump.py) loads only when asked for: off, nothing of it exists.
+    if os.environ.get("TRANSFER_TO_NPU_DUMP"):
+        from . import dump
+
+        dump.start()

@@ -5,6 +5,8 @@
     python -m transfer_to_npu --list [--torch-npu VERSION]
     python -m transfer_to_npu analyze PATH... [--output DIR]   (static/analyze.py)
     python -m transfer_to_npu convert SRC DST                  (static/convert.py)
+    python -m transfer_to_npu [--dump DIR ...] script.py [args...]   (dump.py)
+    python -m transfer_to_npu compare ...                      (compare.py)
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -32,8 +34,16 @@ def _parser():
                         "(TRANSFER_TO_NPU_LOG)")
     p.add_argument("--log-file", metavar="FILE", help="log there instead of stderr")
     p.add_argument("--report", metavar="FILE", help="write a JSON report at exit")
-    p.add_argument("--backend", choices=("auto", "torch_npu", "virtual"),
+    p.add_argument("--backend", choices=("auto", "torch_npu", "virtual", "cpu"),
                    help="TRANSFER_TO_NPU_BACKEND")
+    p.add_argument("--dump", metavar="DIR", help="record each torch call's statistics there, "
+                   "per step and rank (TRANSFER_TO_NPU_DUMP; docs/accuracy.md)")
+    p.add_argument("--dump-steps", metavar="STEPS", help="with --dump: only these steps "
+                   "(0-2,5)")
+    p.add_argument("--dump-list", metavar="PATTERNS", help="with --dump: only calls whose name "
+                   "matches one of these comma-separated patterns (Module.*,Functional.*)")
+    p.add_argument("--dump-tensors", metavar="PATTERNS", help="with --dump: also keep the full "
+                   "tensors of the calls matching these patterns")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
     p.add_argument("--torch-npu", metavar="VERSION",
                    help="with --list: the table torch_npu VERSION (a release line, such as "
@@ -73,6 +83,19 @@ def _run_script(path):
         sys.modules["__main__"] = saved
 
 
+def _run_module(name):
+    """Run module name as `python -m name` runs it; one that cannot be run
+    (none of that name, a package without __main__) ends the process with
+    the line python prints, exit status 1, as runpy words it for python."""
+    details, error = getattr(runpy, "_get_module_details", None), getattr(runpy, "_Error", None)
+    if details is not None and error is not None:
+        try:
+            details(name, error)
+        except error as exc:
+            sys.exit(f"{sys.executable}: {exc}")
+    runpy.run_module(name, run_name="__main__", alter_sys=True)
+
+
 def _torch_version():
     import torch
 
@@ -108,7 +131,13 @@ def _user_traceback(tb, filename):
 
 
 # Our options that take a value (as a separate argument, or after "=").
-_VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu")
+_VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu", "--dump",
+           "--dump-steps", "--dump-list", "--dump-tensors")
+
+# --dump's options, and the variables that carry them to every process.
+_DUMP_OPTIONS = (("dump", "TRANSFER_TO_NPU_DUMP"), ("dump_steps", "TRANSFER_TO_NPU_DUMP_STEPS"),
+                 ("dump_list", "TRANSFER_TO_NPU_DUMP_LIST"),
+                 ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS"))
 
 
 def _split(argv):
@@ -132,7 +161,7 @@ def _split(argv):
 
 
 # Subcommands that work on source code, before anything runs.
-_TOOLS = {"analyze": "static.analyze", "convert": "static.convert"}
+_TOOLS = {"analyze": "static.analyze", "convert": "static.convert", "compare": "compare"}
 
 
 def main(argv=None):
@@ -149,6 +178,9 @@ def main(argv=None):
         parser.error("a script, -m module or --list is required")
     if opts.torch_npu is not None and not opts.list:
         parser.error("--torch-npu goes with --list")
+    for option, variable in _DUMP_OPTIONS[1:]:
+        if getattr(opts, option) is not None and opts.dump is None:
+            parser.error(f"--{option.replace('_', '-')} goes with --dump")
 
     # The environment carries the settings to every process the script
     # starts: TRANSFER_TO_NPU=1 migrates them at their first torch import.
@@ -161,6 +193,9 @@ def main(argv=None):
         os.environ["TRANSFER_TO_NPU_REPORT"] = opts.report
     if opts.backend is not None:
         os.environ["TRANSFER_TO_NPU_BACKEND"] = opts.backend
+    for option, variable in _DUMP_OPTIONS:
+        if getattr(opts, option) is not None:
+            os.environ[variable] = getattr(opts, option)
 
     import transfer_to_npu
 
@@ -171,6 +206,13 @@ def main(argv=None):
             parser.error(f"--torch-npu: {exc}")
     else:
         transfer_to_npu.enable()
+    if not opts.list and os.environ.get("TRANSFER_TO_NPU_DUMP"):
+        from . import dump
+
+        try:
+            dump.start()
+        except dump.DumpError as exc:
+            parser.error(str(exc))
     if opts.list:
         if opts.torch_npu is None:
             table, backend = transfer_to_npu.mappings(), transfer_to_npu.backend
@@ -187,7 +229,7 @@ def main(argv=None):
         sys.argv = [opts.module] + opts.args
         sys.path[0] = os.getcwd()
         filename = None
-        run = lambda: runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
+        run = lambda: _run_module(opts.module)
     else:
         path = opts.target
         if not os.path.exists(path):

@@ -13,7 +13,6 @@ before the backend is installed (``rows``); the virtual NPU's collectives,
 which are gloo's, read theirs when a group is made (``backend_rows``).
 """
 
-import math
 import os
 import warnings
 
@@ -46,12 +45,17 @@ _NPU_ALLOCATOR_OPTIONS = ("max_split_size_mb", "garbage_collection_threshold",
 
 
 def _buffer_mb(value):
-    """NCCL_BUFFSIZE is in bytes, HCCL_BUFFSIZE in MB (at least 1)."""
+    """NCCL_BUFFSIZE is in bytes, HCCL_BUFFSIZE in MB (at least 1).  A value
+    that is not a positive number of bytes NCCL could read (a typo, 0, -1,
+    more digits than a 64-bit integer holds, which NCCL ignores with a
+    warning) is not carried: HCCL keeps its default."""
     try:
-        size = int(value, 0)
+        size = int(value.strip(), 0)
     except ValueError:
         raise ValueError(f"{value!r} is not a number of bytes") from None
-    return str(max(1, math.ceil(size / (1 << 20))))
+    if not 0 < size < 1 << 63:
+        raise ValueError(f"{value!r} is not a positive number of bytes NCCL can read")
+    return str(-(-size // (1 << 20)))
 
 
 def _on_or_off(value):

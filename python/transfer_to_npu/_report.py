@@ -24,6 +24,10 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _state = {"level": 0, "log_path": None, "report_path": None, "backend": None,
           "registered": False}
 
+# The claims on shared paths this process made (marker -> value), which
+# release() takes back.
+_claims = {}
+
 
 def _int_env(name, default=0):
     raw = os.environ.get(name, "").strip()
@@ -50,11 +54,20 @@ def per_process_path(path, kind):
     if owner is None:
         # The first process to claim the path; the processes it starts
         # inherit the claim and write beside it.
-        os.environ[marker] = str(pid)
+        os.environ[marker] = _claims[marker] = str(pid)
         return path if rank in (None, "0") else f"{path}.rank{rank}"
     if owner == str(pid):
         return path
     return f"{path}.rank{rank}" if rank is not None else f"{path}.pid{pid}"
+
+
+def release():
+    """Take back the claims this process made, those the script has not
+    changed since (disable()); the next enable() makes them again."""
+    for marker, value in list(_claims.items()):
+        if os.environ.get(marker) == value:
+            del os.environ[marker]
+        del _claims[marker]
 
 
 def _internal_prefixes():

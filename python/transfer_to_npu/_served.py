@@ -35,7 +35,7 @@ import os
 import re
 import sys
 
-from . import _C, backends
+from . import _C, _cuda_only, backends
 
 # Served name -> the module it is (relative: this package's served/).
 MODULES = {
@@ -47,6 +47,11 @@ MODULES = {
     "flash_attn": ".served.flash_attn",
     "flash_attn.flash_attn_interface": ".served.flash_attn",
     "flash_attn.bert_padding": ".served.flash_attn_bert_padding",
+    "flash_attn.layers": ".served.flash_attn_rotary",
+    "flash_attn.layers.rotary": ".served.flash_attn_rotary",
+    "flash_attn.ops": ".served.flash_attn_rotary",
+    "flash_attn.ops.triton": ".served.flash_attn_rotary",
+    "flash_attn.ops.triton.rotary": ".served.flash_attn_rotary",
     "xformers": ".served.xformers",
     "xformers.ops": ".served.xformers_ops",
     "xformers.ops.fmha": ".served.xformers_ops",
@@ -62,7 +67,8 @@ MODULES = {
 PACKAGES = {
     "torch_npu": "its fused operators and torch.npu are served on the virtual NPU; "
                  "torch_npu's other modules need Ascend's torch_npu",
-    "flash_attn": "use flash_attn.flash_attn_func and its varlen and packed variants, or "
+    "flash_attn": "use flash_attn.flash_attn_func and its varlen, packed and kvcache "
+                  "variants, flash_attn.layers.rotary, or "
                   "torch.nn.functional.scaled_dot_product_attention",
     "xformers": "use xformers.ops.memory_efficient_attention, or "
                 "torch.nn.functional.scaled_dot_product_attention",
@@ -70,12 +76,10 @@ PACKAGES = {
             "torch.optim, torch.nn.LayerNorm/RMSNorm and DistributedDataParallel",
 }
 
-# The CUDA kernels of those packages, which some code imports directly:
-# when none is installed, the import fails saying what to use instead.
-EXTENSIONS = {
-    "amp_C": "apex", "apex_C": "apex", "fused_layer_norm_cuda": "apex",
-    "fused_adam_cuda": "apex", "flash_attn_2_cuda": "flash_attn",
-}
+# The compiled CUDA extensions (their modules, some of which code imports
+# directly) are _cuda_only's: when the one imported is not installed, the
+# import fails saying what to use instead.
+EXTENSIONS = _cuda_only.EXTENSIONS
 
 _PACKAGE = __name__.rpartition(".")[0]
 
@@ -116,16 +120,26 @@ def _yields(top, backend):
                    for place in spec.submodule_search_locations or ())
 
 
+def _offered(top, backend):
+    """Whether the backend serves the package: the host's reference run
+    (the cpu backend) has no npu to present as torch_npu."""
+    return not (top == "torch_npu" and backend == "cpu")
+
+
 def find_spec(name, backend):
     """The spec of a served name, None for one not served, or
     ModuleNotFoundError naming what to use instead."""
     top = name.partition(".")[0]
     if top in EXTENSIONS and importlib.machinery.PathFinder.find_spec(top) is None:
+        package = EXTENSIONS[top]
+        use = PACKAGES.get(package) or f"use {_cuda_only.PACKAGES[package][1]}"
         raise ModuleNotFoundError(
-            f"{name} is a CUDA extension of {EXTENSIONS[top]}, with no NPU counterpart: "
-            f"{PACKAGES[EXTENSIONS[top]]}", name=name)
+            f"{name} is a CUDA extension of {package}, with no NPU counterpart: {use}",
+            name=name)
     if top not in PACKAGES:
         return None  # an extension installed
+    if not _offered(top, backend):
+        return None
     if name == top:
         if _yields(top, backend):
             return None
@@ -184,7 +198,8 @@ class Finder:
             return []
         wanted = None if context.name is None else _normalized(context.name)
         return [_Distribution(top) for top in PACKAGES
-                if wanted in (None, top) and not _yields(top, backends.installed)]
+                if wanted in (None, top) and _offered(top, backends.installed)
+                and not _yields(top, backends.installed)]
 
 
 def submodule(package, name):

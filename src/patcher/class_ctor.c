@@ -1,5 +1,5 @@
-/* torch.Stream(device='cuda'), torch.Event(device='cuda'): C classes whose
- * constructor takes a device.
+/* torch.Stream(device='cuda'), torch.Event(device='cuda'),
+ * torch.Generator(device='cuda'): C classes whose constructor takes a device.
  *
  * Their names must stay the classes (isinstance, subclasses), so, as for
  * torch.device (device_ctor.c), the tp_new slot of each is replaced while
@@ -11,6 +11,11 @@
  * one of those.  A slot function receives no context, so the installed
  * classes are reached through one process-wide table.
  *
+ * Patching the slot serves whatever class torch makes them with: on torch
+ * 2.12 and later torch.Generator's class comes from a Python metaclass
+ * without a __call__ of its own, before it (and on every torch_npu line)
+ * from `type`; both construct through the slot.
+ *
  * A subclass without a __new__ of its own copied the slot when it was made:
  * the slot of each is switched along with its base's, so that the user's
  * subclasses are migrated too and CPython's check that a __new__ call goes
@@ -18,7 +23,8 @@
  */
 #include "patcher.h"
 
-/* Classes one process can have patched (torch.Stream, torch.Event). */
+/* Classes one process can have patched (torch.Stream, torch.Event,
+ * torch.Generator). */
 #define TTN_CLASS_CTORS 4
 
 typedef struct {
@@ -28,6 +34,8 @@ typedef struct {
     PyObject *npu_ref;       /* where npu_class is found, at its first use (its module
                               * loads then); NULL once found or when there is none */
     ttn_entry *entry;
+    int none_is_npu; /* a call without a device is for the current device
+                      * (Stream, Event), not the CPU (Generator) */
     /* Kept after restore, for good: a subclass made while patched keeps
      * class_new as its slot, and a call already inside class_new (another
      * thread may disable meanwhile) still reaches the original. */
@@ -56,15 +64,16 @@ record_of(PyTypeObject *type)
     return NULL;
 }
 
-/* Whether the device a constructor gets (migrated) is the npu: none (the
- * accelerator's current device), an index, an npu spelling or device. */
+/* Whether the device a constructor gets (migrated) is the npu: none when
+ * the class takes none as the accelerator's current device, an index, an
+ * npu spelling or device. */
 static int
-names_npu(ttn_state *st, PyObject *dev)
+names_npu(ttn_state *st, PyObject *dev, int none_is_npu)
 {
     int type, index;
 
     if (dev == NULL || dev == Py_None)
-        return 1;
+        return none_is_npu;
     if (PyLong_Check(dev))
         return !PyBool_Check(dev);
     if (PyUnicode_Check(dev))
@@ -172,7 +181,7 @@ class_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     /* A subclass (the user's, or the npu's own calling up) is only
      * migrated. */
     if ((rec->npu_class != NULL || rec->npu_ref != NULL) && type == rec->type) {
-        r = names_npu(st, dev);
+        r = names_npu(st, dev, rec->none_is_npu);
         if (r < 0)
             goto exit;
         if (r) {
@@ -235,7 +244,7 @@ exit:
 
 int
 ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyObject *npu_class,
-                       PyObject *npu_ref, ttn_entry *entry)
+                       PyObject *npu_ref, int none_is_npu, ttn_entry *entry)
 {
     ttn_class_ctor *rec = NULL;
     int i;
@@ -273,6 +282,7 @@ ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type, PyOb
     rec->npu_class = (PyTypeObject *)Py_XNewRef(npu_class);
     rec->npu_ref = Py_XNewRef(npu_ref);
     rec->entry = entry;
+    rec->none_is_npu = none_is_npu;
     /* A type's own vectorcall would bypass tp_new: route calls through
      * tp_call -> tp_new while patched. */
     type->tp_vectorcall = NULL;

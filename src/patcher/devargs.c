@@ -16,9 +16,9 @@ ttn_npu_string(ttn_state *st, int index)
         PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
         return NULL;
     }
-    slot = &st->npu_strings[index + 1];
+    slot = &st->npu_strings[st->target.indexed ? index + 1 : 0];
     if (*slot == NULL) {
-        size_t n = ttn_devspec_format_npu(index, buf, sizeof(buf));
+        size_t n = ttn_devspec_format(&st->target, index, buf, sizeof(buf));
 
         if (n == 0) {
             PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
@@ -43,6 +43,8 @@ ttn_npu_device(ttn_state *st, int index)
         PyErr_Format(PyExc_ValueError, "device index %d is out of range", index);
         return NULL;
     }
+    if (!st->target.indexed)
+        index = -1;
     slot = &st->npu_devices[index + 1];
     if (*slot == NULL) {
         if (st->device_type == NULL) {
@@ -50,9 +52,10 @@ ttn_npu_device(ttn_state *st, int index)
             return NULL;
         }
         if (index < 0)
-            *slot = PyObject_CallFunction((PyObject *)st->device_type, "O", st->str_npu);
+            *slot = PyObject_CallFunction((PyObject *)st->device_type, "O", st->str_target);
         else
-            *slot = PyObject_CallFunction((PyObject *)st->device_type, "Oi", st->str_npu, index);
+            *slot = PyObject_CallFunction((PyObject *)st->device_type, "Oi", st->str_target,
+                                          index);
     }
     return *slot;
 }
@@ -259,7 +262,7 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **
         return TTN_QUICK_SLOW;
     }
     if (t == st->device_type) {
-        int type, index, quick = quick_decode(st, v, &type, &index);
+        int type, index, slot, quick = quick_decode(st, v, &type, &index);
 
         if (quick <= 0) {
             PyErr_Clear(); /* the general path meets the same error and reports it */
@@ -267,20 +270,57 @@ ttn_quick_device(ttn_state *st, PyObject *v, PyObject **replacement, PyObject **
         }
         if (type != TTN_C10_CUDA)
             return TTN_QUICK_KEEP;
-        if (index < -1 || st->npu_devices[index + 1] == NULL)
+        if (index < -1)
             return TTN_QUICK_SLOW;
-        *replacement = *as_device = st->npu_devices[index + 1];
+        slot = st->target.indexed ? index + 1 : 0;
+        if (st->npu_devices[slot] == NULL)
+            return TTN_QUICK_SLOW;
+        *replacement = *as_device = st->npu_devices[slot];
         return TTN_QUICK_REWRITE;
     }
     if (t == &PyDict_Type || PyUnicode_Check(v))
         return TTN_QUICK_SLOW;
+    if (PyBytes_Check(v) && ttn_bytes_may_be_cuda(v))
+        return TTN_QUICK_SLOW;
     return TTN_QUICK_KEEP;
 }
 
-/* One device specification: a str or a torch.device. */
+/* A device specification given as bytes, which torch's builtins and
+ * torch.device take as they take a str (and torch's Python functions as
+ * they do): its npu spelling, as bytes, for the callee to take or refuse as
+ * it would the npu's.  A malformed one is an error where torch parses the
+ * argument (parsed), and left to the callee elsewhere (torch.load refuses
+ * any bytes). */
+static int
+map_device_bytes(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                 ttn_entry *entry, int parsed)
+{
+    PyObject *npu;
+    Py_ssize_t len;
+    const char *s;
+    int index;
+
+    if (!ttn_bytes_may_be_cuda(value))
+        return 0;
+    switch (ttn_devspec_parse(PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value),
+                              &index)) {
+    case TTN_DEV_CUDA:
+        npu = ttn_npu_string(st, index);
+        if (npu == NULL || (s = PyUnicode_AsUTF8AndSize(npu, &len)) == NULL)
+            return -1;
+        *out = PyBytes_FromStringAndSize(s, len);
+        return *out == NULL ? -1 : 1;
+    case TTN_DEV_INVALID:
+        return parsed ? raise_invalid(st, value, argname, entry) : 0;
+    default:
+        return 0;
+    }
+}
+
+/* One device specification: a str, bytes or a torch.device. */
 static int
 map_device_scalar(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
-                  ttn_entry *entry)
+                  ttn_entry *entry, int parsed)
 {
     if (PyUnicode_Check(value)) {
         Py_ssize_t len;
@@ -328,6 +368,8 @@ map_device_scalar(ttn_state *st, PyObject *value, PyObject **out, PyObject *argn
     }
     if (st->device_type != NULL && Py_IS_TYPE(value, st->device_type))
         return map_device_object(st, value, out);
+    if (PyBytes_Check(value))
+        return map_device_bytes(st, value, out, argname, entry, parsed);
     return 0;
 }
 
@@ -341,7 +383,7 @@ map_device_scalar(ttn_state *st, PyObject *value, PyObject **out, PyObject *argn
  * changes the dict. */
 static int
 map_device_dict(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
-                ttn_entry *entry)
+                ttn_entry *entry, int parsed)
 {
     PyObject *result = NULL, *items = NULL, *new_key = NULL, *new_item = NULL;
     Py_ssize_t i;
@@ -358,8 +400,8 @@ map_device_dict(ttn_state *st, PyObject *value, PyObject **out, PyObject *argnam
         Py_INCREF(pair); /* the list may change under code run below */
         key = PyTuple_GET_ITEM(pair, 0);
         item = PyTuple_GET_ITEM(pair, 1);
-        rk = map_device_scalar(st, key, &new_key, argname, entry);
-        ri = rk < 0 ? -1 : map_device_scalar(st, item, &new_item, argname, entry);
+        rk = map_device_scalar(st, key, &new_key, argname, entry, parsed);
+        ri = rk < 0 ? -1 : map_device_scalar(st, item, &new_item, argname, entry, parsed);
         if (ri >= 0) {
             changed |= rk | ri;
             if (PyDict_SetItem(result, key, ri ? new_item : item) < 0 ||
@@ -385,12 +427,19 @@ exit:
 }
 
 int
+ttn_map_device_arg(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                   ttn_entry *entry, int parsed)
+{
+    if (PyDict_CheckExact(value))
+        return map_device_dict(st, value, out, argname, entry, parsed);
+    return map_device_scalar(st, value, out, argname, entry, parsed);
+}
+
+int
 ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
                ttn_entry *entry)
 {
-    if (PyDict_CheckExact(value))
-        return map_device_dict(st, value, out, argname, entry);
-    return map_device_scalar(st, value, out, argname, entry);
+    return ttn_map_device_arg(st, value, out, argname, entry, 1);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -405,14 +454,13 @@ ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out)
     const char *s;
     int rc = -1;
 
-    (void)st;
     if (!PyUnicode_Check(value))
         return 0;
     s = PyUnicode_AsUTF8AndSize(value, &len);
     if (s == NULL)
         goto exit;
     /* The rewrite never lengthens the string ("cuda" -> "npu",
-     * "nccl" -> "hccl"). */
+     * "nccl" -> "hccl": a target is never longer). */
     if ((size_t)len + 1 > sizeof(small)) {
         buf = PyMem_Malloc((size_t)len + 1);
         if (buf == NULL) {
@@ -420,7 +468,7 @@ ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out)
             goto exit;
         }
     }
-    switch (ttn_backend_rewrite(s, (size_t)len, buf, (size_t)len + 1, &outlen)) {
+    switch (ttn_backend_rewrite(&st->target, s, (size_t)len, buf, (size_t)len + 1, &outlen)) {
     case TTN_BACKEND_REWRITTEN:
         *out = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)outlen);
         rc = *out == NULL ? -1 : 1;

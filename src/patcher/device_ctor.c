@@ -63,17 +63,14 @@ raise_invalid(ttn_state *st, PyObject *spec)
     return NULL;
 }
 
-/* Call the original constructor with the type argument replaced by the npu
- * spelling, for the shapes the cache below does not cover (so that torch
- * reports its own errors for them). */
+/* Call the original constructor with the type argument (keyword `key` when
+ * not positional) replaced by `value`. */
 static PyObject *
-call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, int idx)
+call_with(PyTypeObject *type, PyObject *args, PyObject *kwds, PyObject *key, PyObject *value)
 {
-    PyObject *npu = ttn_npu_string(st, idx), *newargs = NULL, *newkwds = NULL;
-    PyObject *result = NULL;
+    PyObject *newargs = NULL, *newkwds = NULL, *result = NULL;
 
-    if (npu == NULL ||
-        ttn_with_first_argument(args, kwds, st->str_type, npu, &newargs, &newkwds) < 0)
+    if (ttn_with_first_argument(args, kwds, key, value, &newargs, &newkwds) < 0)
         goto exit;
     result = installed.original_new(type, newargs, newkwds);
 
@@ -81,6 +78,37 @@ exit:
     Py_XDECREF(newargs);
     Py_XDECREF(newkwds);
     return result;
+}
+
+/* The original constructor given the npu spelling of device `idx`, for the
+ * shapes the cache below does not cover (so that torch reports its own
+ * errors for them, and makes what it makes of the rest). */
+static PyObject *
+call_original(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, PyObject *key,
+              int idx)
+{
+    PyObject *npu = ttn_npu_string(st, idx);
+
+    return npu == NULL ? NULL : call_with(type, args, kwds, key, npu);
+}
+
+/* torch's verdict on the arguments, which it gives before it reads the
+ * type (an index of the wrong type, an argument too many, a keyword it
+ * does not know): the original constructor given the target's type, as str
+ * or bytes as spec is.  0 when it accepts them. */
+static int
+check_arguments(ttn_state *st, PyTypeObject *type, PyObject *args, PyObject *kwds, PyObject *key,
+                PyObject *spec)
+{
+    PyObject *target = PyUnicode_Check(spec) ? Py_NewRef(st->str_target)
+                                             : PyBytes_FromString(st->target.device);
+    PyObject *made = target == NULL ? NULL : call_with(type, args, kwds, key, target);
+
+    Py_XDECREF(target);
+    if (made == NULL)
+        return -1;
+    Py_DECREF(made);
+    return 0;
 }
 
 /* Count the mapping of a CUDA type string; the log shows its npu spelling. */
@@ -114,23 +142,33 @@ argument(PyObject *args, PyObject *kwds, Py_ssize_t i, PyObject *key)
     return Py_XNewRef(PyDict_GetItemWithError(kwds, key));
 }
 
+/* torch.device has two signatures: device(device), one argument
+ * (positional, or the keyword device), and device(type, index=None), which
+ * refuses a type that includes an index.  Of a CUDA type, the cached npu
+ * device is made for the common shapes; torch judges the rest, as it would
+ * judge the npu spelling. */
 static PyObject *
 device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     ttn_state *st = installed.state;
     newfunc original = installed.original_new;
-    PyObject *spec = NULL, *index = NULL, *result = NULL;
+    PyObject *spec = NULL, *index = NULL, *result = NULL, *shown, *key;
     Py_ssize_t len, nargs = PyTuple_GET_SIZE(args), nkw = kwds == NULL ? 0 : PyDict_GET_SIZE(kwds);
     const char *s;
-    int idx = -1, shapes_ok, dev_type, dev_index;
+    int idx = -1, with_index, simple, dev_type, dev_index, overflow, has_device;
     long explicit_index;
 
     if (st == NULL || !st->enabled || type != installed.type)
         return original(type, args, kwds);
-    spec = argument(args, kwds, 0, st->str_type);
+    has_device = nargs == 0 && nkw == 1 ? PyDict_Contains(kwds, st->str_device) : 0;
+    if (has_device < 0)
+        goto exit;
+    key = has_device ? st->str_device : st->str_type;
+    with_index = !(nargs + nkw == 1 && (nargs == 1 || key == st->str_device));
+    spec = argument(args, kwds, 0, key);
     if (spec == NULL && PyErr_Occurred())
         goto exit;
-    if (spec != NULL && Py_IS_TYPE(spec, type) && nargs + nkw == 1) {
+    if (spec != NULL && Py_IS_TYPE(spec, type) && !with_index) {
         /* torch.device(d) of a CUDA device made before migration. */
         if (ttn_device_decode(st, spec, &dev_type, &dev_index) < 0)
             goto exit;
@@ -140,15 +178,26 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
         result = Py_XNewRef(ttn_npu_device(st, dev_index));
         if (result != NULL)
-            ttn_hit_detail(st, st->device_entry, st->str_type, spec, result);
+            ttn_hit_detail(st, st->device_entry, key, spec, result);
         goto exit;
     }
-    if (spec == NULL || !PyUnicode_Check(spec) || !ttn_may_be_cuda(spec)) {
+    /* The type as torch reads it: a str, or bytes. */
+    if (spec != NULL && PyBytes_Check(spec) && ttn_bytes_may_be_cuda(spec)) {
+        s = PyBytes_AS_STRING(spec);
+        len = PyBytes_GET_SIZE(spec);
+    }
+    else if (spec == NULL || !PyUnicode_Check(spec) || !ttn_may_be_cuda(spec)) {
         result = original(type, args, kwds);
         goto exit;
     }
-    s = PyUnicode_AsUTF8AndSize(spec, &len);
-    if (s == NULL)
+    else if ((s = PyUnicode_AsUTF8AndSize(spec, &len)) == NULL)
+        goto exit;
+    index = with_index ? argument(args, kwds, 1, st->str_index) : NULL;
+    if (index == NULL && PyErr_Occurred())
+        goto exit;
+    simple = nargs + nkw == 1 + (index != NULL) &&
+             (index == NULL || index == Py_None || PyLong_CheckExact(index));
+    if (!simple && check_arguments(st, type, args, kwds, key, spec) < 0)
         goto exit;
     switch (ttn_devspec_parse(s, (size_t)len, &idx)) {
     case TTN_DEV_CUDA:
@@ -160,40 +209,35 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         result = original(type, args, kwds);
         goto exit;
     }
-    index = argument(args, kwds, 1, st->str_index);
-    if (index == NULL && PyErr_Occurred())
-        goto exit;
-    /* Anything but (type[, index]) goes to torch, for its own errors. */
-    shapes_ok = nargs + nkw == 1 + (index != NULL);
-    if (index == Py_None)
-        Py_CLEAR(index);
-    if (index != NULL && idx >= 0) {
+    if (with_index && idx >= 0) {
         /* torch's own check, made here so that the message shows what the
          * user wrote rather than its npu spelling. */
-        PyErr_Format(PyExc_RuntimeError,
-                     "type (string) must not include an index because index was passed "
-                     "explicitly: %U",
-                     spec);
+        shown = PyUnicode_DecodeLatin1(s, len, NULL);
+        if (shown != NULL) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "type (string) must not include an index because index was passed "
+                         "explicitly: %U",
+                         shown);
+            Py_DECREF(shown);
+        }
         goto exit;
     }
+    if (index == Py_None)
+        Py_CLEAR(index);
     if (hit(st, spec, idx) < 0)
         goto exit;
-    if (!shapes_ok) {
-        result = call_original(st, type, args, kwds, idx);
+    if (!simple) {
+        /* Judged by torch above; an unindexed target is one device, as the
+         * common shapes below make it whatever the index. */
+        result = st->target.indexed ? call_original(st, type, args, kwds, key, idx)
+                                    : Py_XNewRef(ttn_npu_device(st, idx));
         goto exit;
     }
     if (index != NULL) {
-        explicit_index = -1;
-        if (PyLong_Check(index)) {
-            int overflow;
-
-            explicit_index = PyLong_AsLongAndOverflow(index, &overflow);
-            if (explicit_index == -1 && PyErr_Occurred())
-                goto exit;
-            if (overflow > 0)
-                explicit_index = LONG_MAX;
-        }
-        if (explicit_index > TTN_MAX_DEVICE_INDEX) {
+        explicit_index = PyLong_AsLongAndOverflow(index, &overflow);
+        if (explicit_index == -1 && PyErr_Occurred())
+            goto exit;
+        if (overflow > 0 || explicit_index > TTN_MAX_DEVICE_INDEX) {
             /* torch keeps an index in eight bits: 128 would come back as
              * npu:-128. */
             PyErr_Format(PyExc_RuntimeError,
@@ -201,9 +245,9 @@ device_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                          TTN_MAX_DEVICE_INDEX, index, spec, index);
             goto exit;
         }
-        if (explicit_index < 0) {
-            /* Negative, or not an int: torch's to judge. */
-            result = call_original(st, type, args, kwds, idx);
+        if (overflow < 0 || explicit_index < 0) {
+            /* torch's: "Device index must not be negative". */
+            result = call_original(st, type, args, kwds, key, idx);
             goto exit;
         }
         idx = (int)explicit_index;

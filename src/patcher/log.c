@@ -70,6 +70,7 @@ exit:
 
 /* ------------------------------------------------------------------------- */
 
+/* 0, or the errno of the write that failed. */
 static int
 write_all(int fd, const char *s, size_t n)
 {
@@ -79,8 +80,7 @@ write_all(int fd, const char *s, size_t n)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
+            return errno;
         }
         s += w;
         n -= (size_t)w;
@@ -118,13 +118,39 @@ refuse:
     return -1;
 }
 
+/* The log file could not be opened or written (a full disk, a file size
+ * limit, a path that is not the user's): said once, with the reason, and
+ * from now on the log goes to stderr.  A diagnostics file never stops the
+ * user's job, nor fills its output with tracebacks.  -1 only when the
+ * warning itself is an error (-W error). */
+static int
+log_file_failed(ttn_state *st, int error)
+{
+    PyObject *path = st->log_path;
+    int rc;
+
+    st->log_path = NULL;
+    if (st->log_fd >= 0)
+        close(st->log_fd);
+    st->log_fd = -1;
+    rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                          "transfer_to_npu: cannot write the log to %R (%s); the log goes to "
+                          "stderr from now on",
+                          path, strerror(error));
+    Py_XDECREF(path);
+    return rc;
+}
+
 int
 ttn_log_write(ttn_state *st, PyObject *line)
 {
     const char *s;
     Py_ssize_t n;
-    PyObject *err;
+    PyObject *err, *type, *value, *tb;
+    int error;
 
+    if (st->log_lost)
+        return 0;
     if (st->log_fd < 0 && st->log_path != NULL) {
         /* Opened on the first line, so that a process that logs nothing
          * (a data-loading worker, say) leaves no empty file. */
@@ -133,22 +159,40 @@ ttn_log_write(ttn_state *st, PyObject *line)
         if (path == NULL)
             return -1;
         st->log_fd = open_log(path);
-        if (st->log_fd < 0) {
-            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, st->log_path);
-            Py_CLEAR(st->log_path); /* from now on: sys.stderr */
+        if (st->log_fd < 0 && log_file_failed(st, errno) < 0)
             return -1;
-        }
     }
     if (st->log_fd >= 0) {
         /* One write(2) per line on an O_APPEND descriptor: lines from
          * several threads never mix. */
         s = PyUnicode_AsUTF8AndSize(line, &n);
-        return s == NULL ? -1 : write_all(st->log_fd, s, (size_t)n);
+        if (s == NULL)
+            return -1;
+        error = write_all(st->log_fd, s, (size_t)n);
+        if (error == 0)
+            return 0;
+        if (log_file_failed(st, error) < 0)
+            return -1;
     }
     err = PySys_GetObject("stderr");
     if (err == NULL || err == Py_None)
         return 0;
-    return PyFile_WriteObject(line, err, Py_PRINT_RAW);
+    if (PyFile_WriteObject(line, err, Py_PRINT_RAW) == 0)
+        return 0;
+    /* stderr refuses it too, as a broken stream does (closed: ValueError;
+     * a full disk behind it: OSError): from now on the log is dropped.
+     * Anything else (Ctrl-C, a bug) goes on. */
+    PyErr_Fetch(&type, &value, &tb);
+    if (!PyErr_GivenExceptionMatches(type, PyExc_OSError) &&
+        !PyErr_GivenExceptionMatches(type, PyExc_ValueError)) {
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    st->log_lost = 1;
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -420,6 +464,7 @@ log_configure(PyObject *module, PyObject *args)
         return NULL;
     }
     ttn_log_close(st);
+    st->log_lost = 0;
     if (path != Py_None)
         st->log_path = Py_NewRef(path);
     Py_XSETREF(st->internal_prefixes, Py_NewRef(prefixes));

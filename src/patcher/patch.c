@@ -5,7 +5,9 @@
  * A record keeps what the owner itself held under the name (not what
  * getattr returns, which for a class may be inherited or bound), so that
  * restoring either sets that exact object back or deletes the override
- * and lets inheritance show through again.
+ * and lets inheritance show through again.  It also keeps what the patch
+ * put there: what the script has changed since (an attribute it bound, an
+ * environment variable it set or unset) is the script's, and stays.
  */
 #include "patcher.h"
 
@@ -85,7 +87,8 @@ del_slot(PyObject *owner, PyObject *name)
  * import makes some three hundred, and each tuple was an object for the
  * collector to track and, now and then, to scan. */
 static int
-record(ttn_state *st, PyObject *owner, PyObject *name, PyObject *original)
+record(ttn_state *st, PyObject *owner, PyObject *name, PyObject *original,
+       PyObject *replacement)
 {
     ttn_patch *r;
 
@@ -104,7 +107,17 @@ record(ttn_state *st, PyObject *owner, PyObject *name, PyObject *original)
     r->owner = Py_NewRef(owner);
     r->name = Py_NewRef(name);
     r->original = Py_XNewRef(original);
+    r->replacement = Py_NewRef(replacement);
     return 0;
+}
+
+static void
+record_clear(ttn_patch *r)
+{
+    Py_CLEAR(r->owner);
+    Py_CLEAR(r->name);
+    Py_CLEAR(r->original);
+    Py_CLEAR(r->replacement);
 }
 
 int
@@ -118,16 +131,12 @@ ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replac
     /* Recorded first: a patch that is not recorded could never be undone.
      * When the owner held nothing of its own (original NULL), restoring
      * deletes the override instead of setting a value. */
-    if (record(st, owner, name, original) < 0)
+    if (record(st, owner, name, original, replacement) < 0)
         goto exit;
     if (set_slot(owner, name, replacement) < 0) {
         /* The record just made (enable() and disable() refuse to run
          * meanwhile, so it is still the last). */
-        ttn_patch *r = &st->patches[--st->npatches];
-
-        Py_DECREF(r->owner);
-        Py_DECREF(r->name);
-        Py_XDECREF(r->original);
+        record_clear(&st->patches[--st->npatches]);
         goto exit;
     }
     rc = 0;
@@ -138,6 +147,26 @@ exit:
 }
 
 /* ------------------------------------------------------------------------- */
+
+/* Whether the owner still holds what the patch put there: the same object,
+ * or for a mapping's entry an equal value (os.environ makes a new str at
+ * each read).  0 when the script has changed or removed it since. */
+static int
+still_patched(ttn_patch *r)
+{
+    PyObject *current = NULL;
+    int rc;
+
+    if (own_attribute(r->owner, r->name, &current) < 0)
+        return -1;
+    if (current == NULL)
+        return 0;
+    rc = current == r->replacement ? 1
+         : is_mapping(r->owner) ? PyObject_RichCompareBool(current, r->replacement, Py_EQ)
+                                : 0;
+    Py_DECREF(current);
+    return rc;
+}
 
 int
 ttn_patch_restore_all(ttn_state *st)
@@ -155,9 +184,11 @@ ttn_patch_restore_all(ttn_state *st)
     /* Newest first, so that an attribute patched twice ends as it began. */
     while (--i >= 0) {
         ttn_patch *r = &records[i];
-        int rc = r->original != NULL ? set_slot(r->owner, r->name, r->original)
-                                     : del_slot(r->owner, r->name);
+        int rc = still_patched(r);
 
+        if (rc > 0)
+            rc = r->original != NULL ? set_slot(r->owner, r->name, r->original)
+                                     : del_slot(r->owner, r->name);
         if (rc < 0) {
             /* Keep restoring the rest; report the first failure. */
             if (!failed)
@@ -166,9 +197,7 @@ ttn_patch_restore_all(ttn_state *st)
                 PyErr_Clear();
             failed = 1;
         }
-        Py_DECREF(r->owner);
-        Py_DECREF(r->name);
-        Py_XDECREF(r->original);
+        record_clear(r);
     }
     PyMem_Free(records);
     if (failed)
@@ -185,6 +214,7 @@ ttn_patches_traverse(ttn_state *st, visitproc visit, void *arg)
         Py_VISIT(st->patches[i].owner);
         Py_VISIT(st->patches[i].name);
         Py_VISIT(st->patches[i].original);
+        Py_VISIT(st->patches[i].replacement);
     }
     return 0;
 }
@@ -197,11 +227,8 @@ ttn_patches_clear(ttn_state *st)
 
     st->patches = NULL;
     st->npatches = st->patches_cap = 0;
-    while (--i >= 0) {
-        Py_CLEAR(records[i].owner);
-        Py_CLEAR(records[i].name);
-        Py_CLEAR(records[i].original);
-    }
+    while (--i >= 0)
+        record_clear(&records[i]);
     PyMem_Free(records);
 }
 

@@ -39,6 +39,10 @@ ttn_hit(ttn_state *st, ttn_entry *entry)
  * invalid CUDA device string raises InvalidDeviceError naming `what`). */
 int ttn_map_device(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
                    ttn_entry *entry);
+/* The same for a callee that does not itself parse the argument as torch's
+ * builtins do (parsed 0): malformed bytes are left to it. */
+int ttn_map_device_arg(ttn_state *st, PyObject *value, PyObject **out, PyObject *argname,
+                       ttn_entry *entry, int parsed);
 int ttn_map_backend(ttn_state *st, PyObject *value, PyObject **out);
 
 /* For the callables torch gives an index-less device the current one
@@ -83,6 +87,14 @@ ttn_may_be_cuda(PyObject *s)
            (!PyUnicode_IS_COMPACT_ASCII(s) || memcmp(PyUnicode_DATA(s), "cuda", 4) == 0);
 }
 
+/* The same for bytes, which torch takes wherever it takes a device string
+ * (torch.device(b'cuda'), x.to(b'cuda')). */
+static inline int
+ttn_bytes_may_be_cuda(PyObject *b)
+{
+    return PyBytes_GET_SIZE(b) >= 4 && memcmp(PyBytes_AS_STRING(b), "cuda", 4) == 0;
+}
+
 /* The wrappers' quick look at one argument, never raising: KEEP (not a
  * CUDA device spec), REWRITE (*replacement, borrowed from the caches, is
  * its npu spelling, and *as_device the same as a torch.device, or NULL) or
@@ -114,9 +126,11 @@ int ttn_with_first_argument(PyObject *args, PyObject *kwds, PyObject *key, PyObj
                             PyObject **newargs, PyObject **newkwds);
 
 /* class_ctor.c */
-/* npu_class NULL and npu_ref given: the class is found at its first use. */
+/* npu_class NULL and npu_ref given: the class is found at its first use.
+ * none_is_npu: a call without a device makes the current npu's object. */
 int ttn_class_ctor_install(PyObject *module, ttn_state *st, PyTypeObject *type,
-                           PyObject *npu_class, PyObject *npu_ref, ttn_entry *entry);
+                           PyObject *npu_class, PyObject *npu_ref, int none_is_npu,
+                           ttn_entry *entry);
 void ttn_class_ctor_restore(ttn_state *st);
 
 /* import_hook.c */
@@ -136,11 +150,13 @@ int ttn_environ_install(ttn_state *st, PyObject *environ, PyObject *npu_name, Py
                         ttn_entry *entry);
 
 /* patch.c: one patch, undone by ttn_patch_restore_all(); original is what
- * the owner itself held under the name, NULL for nothing (strong refs). */
+ * the owner itself held under the name, NULL for nothing, replacement what
+ * the patch put there (strong refs). */
 typedef struct ttn_patch {
     PyObject *owner;
     PyObject *name;
     PyObject *original;
+    PyObject *replacement;
 } ttn_patch;
 int ttn_patch_apply(ttn_state *st, PyObject *owner, PyObject *name, PyObject *replacement);
 int ttn_patch_restore_all(ttn_state *st);

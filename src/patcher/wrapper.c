@@ -123,7 +123,8 @@ rewrite_slot(WrapperObject *self, ttn_rewrite *rw, Py_ssize_t i, int is_backend,
     else if (is_backend)
         r = ttn_map_backend(self->state, rw->args[i], &value);
     else
-        r = ttn_map_device(self->state, rw->args[i], &value, argname, self->entry);
+        r = ttn_map_device_arg(self->state, rw->args[i], &value, argname, self->entry,
+                               self->device_objects);
     if (r < 0)
         return r;
     if (self->current) {
@@ -268,7 +269,7 @@ resolve_target(WrapperObject *self)
     if (self->target == NULL) {
         self->target = found;
         /* The hot path may call it now. */
-        self->fast = self->mode == TTN_MODE_REDIRECT;
+        self->fast = self->mode == TTN_MODE_REDIRECT || self->mode == TTN_MODE_HOOK;
     }
     else
         Py_DECREF(found);
@@ -384,6 +385,8 @@ maybe_device(WrapperObject *self, PyObject *v)
     if (t == st->device_type)
         return !ttn_device_read(st, v, &type, &index) || type == TTN_C10_CUDA ||
                (index < 0 && (self->current & st->current_seen));
+    if (PyType_HasFeature(t, Py_TPFLAGS_BYTES_SUBCLASS))
+        return ttn_bytes_may_be_cuda(v);
     return t == &PyDict_Type || PyType_HasFeature(t, Py_TPFLAGS_UNICODE_SUBCLASS);
 }
 
@@ -538,7 +541,8 @@ ttn_wrapper_new(ttn_state *st, int binds, PyObject *wrapped, PyObject *target,
     self->mode = mode;
     self->pos = pos;
     /* An unresolved target takes the general path, which resolves it. */
-    self->fast = mode == TTN_MODE_DEVICE_ARG || (mode == TTN_MODE_REDIRECT && target != NULL);
+    self->fast = mode == TTN_MODE_DEVICE_ARG ||
+                 ((mode == TTN_MODE_REDIRECT || mode == TTN_MODE_HOOK) && target != NULL);
     /* Where torch parses the device argument as a torch.device in C (the
      * factories, Tensor.to: the row says so), a torch.device is taken as it
      * is and a string is parsed at every call (about 100 ns).  Anything
@@ -773,6 +777,40 @@ Wrapper_get_target(WrapperObject *self, void *closure)
     return Py_XNewRef(wrapper_target(self));
 }
 
+/* Dynamo (torch.compile) cannot trace a C callable it does not know: it
+ * traces instead what a wrapper holds at __original_fn when the wrapper's
+ * type says __script_if_tracing_wrapper (its protocol for wrappers that
+ * hold the callable they stand for).  That is the migrated meaning written
+ * in Python (transfer_to_npu._traceable), so compiled code sees the NPU
+ * call, as eager code does. */
+static PyObject *
+Wrapper_get_traceable(WrapperObject *self, void *closure)
+{
+    PyObject *module = PyImport_ImportModule("transfer_to_npu._traceable"), *result = NULL;
+
+    (void)closure;
+    if (module == NULL)
+        goto exit;
+    if (self->device_kws == NULL) { /* cleared: it stands for nothing now */
+        PyErr_SetString(PyExc_AttributeError, "__original_fn");
+        goto exit;
+    }
+    result = PyObject_CallMethod(module, "traceable", "OiiO", (PyObject *)self, self->mode,
+                                 self->pos, self->device_kws);
+
+exit:
+    Py_XDECREF(module);
+    return result;
+}
+
+static PyObject *
+Wrapper_get_true(PyObject *self, void *closure)
+{
+    (void)self;
+    (void)closure;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef Wrapper_methods[] = {
     {"__instancecheck__", (PyCFunction)Wrapper_instancecheck, METH_O, NULL},
     {"__subclasscheck__", (PyCFunction)Wrapper_subclasscheck, METH_O, NULL},
@@ -793,6 +831,8 @@ static PyMemberDef Wrapper_members[] = {
 static PyGetSetDef Wrapper_getset[] = {
     {"__npu_source__", (getter)Wrapper_get_source, NULL, NULL, NULL},
     {"__npu_target__", (getter)Wrapper_get_target, NULL, NULL, NULL},
+    {"__original_fn", (getter)Wrapper_get_traceable, NULL, NULL, NULL},
+    {"__script_if_tracing_wrapper", Wrapper_get_true, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

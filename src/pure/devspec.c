@@ -38,30 +38,60 @@ ttn_devspec_parse(const char *s, size_t len, int *index)
 
 /* ------------------------------------------------------------------------- */
 
+const ttn_target ttn_target_npu = {"npu", "hccl", 1};
+
+static int
+is_name(const char *s)
+{
+    size_t i, n = s == NULL ? 0 : strlen(s);
+
+    if (n == 0 || n > TTN_TARGET_MAX)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (s[i] < 'a' || s[i] > 'z')
+            return 0;
+    return 1;
+}
+
+int
+ttn_target_set(ttn_target *t, const char *device, const char *backend, int indexed)
+{
+    if (!is_name(device) || !is_name(backend))
+        return 0;
+    memset(t, 0, sizeof(*t));
+    memcpy(t->device, device, strlen(device));
+    memcpy(t->backend, backend, strlen(backend));
+    t->indexed = indexed != 0;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------- */
+
 size_t
-ttn_devspec_format_npu(int index, char *buf, size_t cap)
+ttn_devspec_format(const ttn_target *t, int index, char *buf, size_t cap)
 {
     char digits[4];
-    size_t n = 0, len, i;
+    size_t n = 0, len, i, tlen = strlen(t->device);
 
     if (index > TTN_MAX_DEVICE_INDEX)
         return 0;
-    if (index < 0) {
-        if (cap < 4)
+    if (index < 0 || !t->indexed) {
+        if (cap < tlen + 1)
             return 0;
-        memcpy(buf, "npu", 4);
-        return 3;
+        memcpy(buf, t->device, tlen + 1);
+        return tlen;
     }
     do {
         digits[n++] = (char)('0' + index % 10);
         index /= 10;
     } while (index > 0);
-    len = 4 + n;
+    len = tlen + 1 + n;
     if (cap < len + 1)
         return 0;
-    memcpy(buf, "npu:", 4);
+    memcpy(buf, t->device, tlen);
+    buf[tlen] = ':';
     for (i = 0; i < n; i++)
-        buf[4 + i] = digits[n - 1 - i]; /* digits were produced backwards */
+        buf[tlen + 1 + i] = digits[n - 1 - i]; /* digits were produced backwards */
     buf[len] = '\0';
     return len;
 }
@@ -98,10 +128,10 @@ append(char *out, size_t cap, size_t *pos, const char *src, size_t n)
 }
 
 ttn_backend_result
-ttn_backend_rewrite(const char *s, size_t len, char *out, size_t cap,
+ttn_backend_rewrite(const ttn_target *t, const char *s, size_t len, char *out, size_t cap,
                     size_t *outlen)
 {
-    size_t start = 0, pos = 0;
+    size_t start = 0, pos = 0, dev_len = strlen(t->device), be_len = strlen(t->backend);
     int changed = 0;
 
     if (s == NULL)
@@ -110,7 +140,7 @@ ttn_backend_rewrite(const char *s, size_t len, char *out, size_t cap,
         /* A single backend name: torch lower-cases it before use. */
         if (!equals_ci(s, len, "nccl"))
             return TTN_BACKEND_UNCHANGED;
-        if (!append(out, cap, &pos, "hccl", 4))
+        if (!append(out, cap, &pos, t->backend, be_len))
             return TTN_BACKEND_TOO_LONG;
         out[pos] = '\0';
         *outlen = pos;
@@ -139,7 +169,7 @@ ttn_backend_rewrite(const char *s, size_t len, char *out, size_t cap,
             return TTN_BACKEND_TOO_LONG;
         if (equals_ci(dev, dlen, "cuda")) {
             changed = 1;
-            if (!append(out, cap, &pos, "npu", 3))
+            if (!append(out, cap, &pos, t->device, dev_len))
                 return TTN_BACKEND_TOO_LONG;
         }
         else if (!append(out, cap, &pos, dev, dlen))
@@ -148,7 +178,7 @@ ttn_backend_rewrite(const char *s, size_t len, char *out, size_t cap,
             return TTN_BACKEND_TOO_LONG;
         if (equals_ci(be, blen, "nccl")) {
             changed = 1;
-            if (!append(out, cap, &pos, "hccl", 4))
+            if (!append(out, cap, &pos, t->backend, be_len))
                 return TTN_BACKEND_TOO_LONG;
         }
         else if (!append(out, cap, &pos, be, blen))

@@ -15,18 +15,38 @@
  * raise.  (pybind11 takes a builtin function for "not overridden", so this
  * is an object of its own type, not one.)
  *
- * That is not enough: before pybind11 calls an override it looks at the
- * calling Python frame's name through PyObject_Str, which runs the signal
- * handlers, so the default SIGINT handler raises KeyboardInterrupt there
- * too.  interrupt_later() is the SIGINT handler while the virtual NPU is
- * installed (when the script has not set one of its own): it raises
- * nothing itself, but has the interpreter's loop raise KeyboardInterrupt
- * at its next instruction (a pending call, which only the loop runs).  A
- * second Ctrl-C while the first is still waiting (the main thread is
- * blocked, say in time.sleep) raises at once, as the default handler does.
+ * That is not enough: between finding the answer (an attribute lookup on
+ * the guard or the hooks) and calling it, pybind11 reads the calling
+ * Python frame's name through PyObject_Str, which runs the signal handlers
+ * (every PyObject_Str and PyObject_Repr does), so the default SIGINT
+ * handler raises KeyboardInterrupt there too.  And the virtual NPU's
+ * kernels run Python code inside torch's C++, where on the CPU there is
+ * none: a KeyboardInterrupt raised there crosses the dispatcher, the
+ * autograd engine, a collective's C++ on its way out, which on the CPU it
+ * never does.
+ *
+ * So interrupt() is the SIGINT handler while the virtual NPU is installed
+ * (when the script has not set one of its own): it raises
+ * KeyboardInterrupt at once, as the default handler does (in a wait such
+ * as time.sleep, in the loop), but not inside those callbacks.  A kernel
+ * runs through callback() (or is host_call()), which holds a Ctrl-C that
+ * comes meanwhile until it returns, then trips the signal again: it is
+ * raised at the next check, in the Python code that called the op, as on
+ * the CPU.  A Constant found through an instance (its __get__, which is
+ * how pybind11 finds it) marks the thread as answering torch until it is
+ * called; a Ctrl-C meanwhile trips the signal again, for the next check.
+ *
+ * The same for threading.Condition's __enter__ and __exit__ (lock_codes):
+ * the interpreter checks for signals after the call that takes the lock
+ * and at the start of the method that releases it, so a KeyboardInterrupt
+ * raised there leaves the lock taken, and the next `with` on it (the
+ * DataLoader's queues, as an interrupted iterator shuts its workers down)
+ * waits for ever.  Ctrl-C there is raised at the next check, out of them.
  */
 #include "virtual.h"
 
+#include <frameobject.h>
+#include <signal.h>
 #include <structmember.h>
 
 typedef struct {
@@ -69,15 +89,40 @@ keep_error(void)
     PyErr_Restore(type, value, traceback); /* all NULL once kept */
 }
 
+/* Set on a thread from pybind11's look-up of a Constant for torch's C++
+ * (its __get__ through an instance) to the Constant's call; only signal
+ * handlers read it, on the main thread.  A look-up runs the handlers once
+ * (PyObject_Str), or at each check of Python code a collection runs
+ * meanwhile (finalisers): a signal tripped again more often than this was
+ * left by a look-up never followed by its call, and is raised. */
+static _Thread_local int answering;
+static _Thread_local int deferred;
+#define MAX_DEFERRED 10000
+
 static PyObject *
 Constant_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     (void)args;
     (void)nargsf;
     (void)kwnames;
+    answering = deferred = 0;
     if (PyErr_Occurred())
         keep_error();
     return Py_NewRef(((ConstantObject *)self)->value);
+}
+
+/* An answer looked up on an instance (the guard, the hooks), as pybind11
+ * does before it calls it: itself, with the thread marked as answering
+ * torch until the call.  Looked up on the class, itself. */
+static PyObject *
+Constant_descr_get(PyObject *self, PyObject *instance, PyObject *owner)
+{
+    (void)owner;
+    if (instance != NULL && instance != Py_None) {
+        answering = 1;
+        deferred = 0;
+    }
+    return Py_NewRef(self);
 }
 
 static PyObject *
@@ -120,6 +165,7 @@ static PyMemberDef Constant_members[] = {
 
 static PyType_Slot Constant_slots[] = {
     {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_descr_get, Constant_descr_get},
     {Py_tp_repr, Constant_repr},
     {Py_tp_traverse, Constant_traverse},
     {Py_tp_clear, Constant_clear},
@@ -156,35 +202,97 @@ constant_new(PyObject *module, PyObject *value)
 
 /* ------------------------------------------------------------------------- */
 
-/* Set while a KeyboardInterrupt waits for the loop.  Process-wide, as
- * signal handlers are; only the main thread runs them and pending calls,
- * so it needs no lock. */
-static int interrupt_pending;
+/* How many of the virtual NPU's callbacks from torch's C++ this thread is
+ * in, and whether a Ctrl-C came meanwhile (only the main thread's are
+ * ever set: it alone runs signal handlers). */
+static _Thread_local int in_callback;
+static _Thread_local int interrupt_held;
 
-static int
-raise_interrupt(void *unused)
+void
+ttn_callback_enter(void)
 {
-    (void)unused;
-    if (!interrupt_pending)
-        return 0; /* raised already, by a second Ctrl-C */
-    interrupt_pending = 0;
-    PyErr_SetNone(PyExc_KeyboardInterrupt);
-    return -1;
+    in_callback++;
 }
 
-static PyObject *
-interrupt_later(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+void
+ttn_callback_leave(void)
 {
+    if (--in_callback == 0 && interrupt_held) {
+        interrupt_held = 0;
+        (void)PyErr_SetInterruptEx(SIGINT);
+    }
+}
+
+/* callback(fn, *args, **kwargs): fn's result, with Ctrl-C held until it
+ * returns. */
+static PyObject *
+callback(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *result;
+
     (void)module;
-    (void)args;
-    (void)nargs;
-    if (!interrupt_pending && Py_AddPendingCall(raise_interrupt, NULL) == 0) {
-        interrupt_pending = 1;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "callback(fn, *args, **kwargs): fn is missing");
+        return NULL;
+    }
+    ttn_callback_enter();
+    result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 1), kwnames);
+    ttn_callback_leave();
+    return result;
+}
+
+/* Whether frame (the handler's second argument) runs one of lock_codes. */
+static int
+in_lock_code(ttn_state *st, PyObject *frame)
+{
+    PyCodeObject *code;
+    Py_ssize_t i;
+    int found = 0;
+
+    if (st->lock_codes == NULL || !PyFrame_Check(frame))
+        return 0;
+    code = PyFrame_GetCode((PyFrameObject *)frame);
+    for (i = 0; i < PyTuple_GET_SIZE(st->lock_codes) && !found; i++)
+        found = PyTuple_GET_ITEM(st->lock_codes, i) == (PyObject *)code;
+    Py_DECREF(code);
+    return found;
+}
+
+/* The SIGINT handler while the virtual NPU is installed: the default
+ * handler's KeyboardInterrupt, but inside a kernel held until it returns,
+ * and on a thread answering torch's C++ (where pybind11 runs the handlers
+ * and an exception ends the process) tripped again, for the next check
+ * after the answer. */
+static PyObject *
+interrupt(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (in_callback > 0) {
+        interrupt_held = 1;
         Py_RETURN_NONE;
     }
-    interrupt_pending = 0;
+    if (answering && deferred < MAX_DEFERRED && PyErr_SetInterruptEx(SIGINT) == 0) {
+        deferred++;
+        Py_RETURN_NONE;
+    }
+    if (nargs == 2 && in_lock_code(ttn_get_state(module), args[1]) &&
+        PyErr_SetInterruptEx(SIGINT) == 0)
+        Py_RETURN_NONE;
     PyErr_SetNone(PyExc_KeyboardInterrupt);
     return NULL;
+}
+
+/* lock_codes(codes): the code objects of context managers over a lock in
+ * which Ctrl-C waits for the next check. */
+static PyObject *
+set_lock_codes(PyObject *module, PyObject *codes)
+{
+    if (!PyTuple_Check(codes)) {
+        PyErr_Format(PyExc_TypeError, "lock_codes() takes a tuple of code objects, not %R",
+                     codes);
+        return NULL;
+    }
+    Py_XSETREF(ttn_get_state(module)->lock_codes, Py_NewRef(codes));
+    Py_RETURN_NONE;
 }
 
 /* The exception keep_error() kept on this thread, taken; None if none. */
@@ -203,9 +311,16 @@ take_kept_error(PyObject *module, PyObject *unused)
 }
 
 PyMethodDef ttn_callbacks_methods[] = {
-    {"interrupt_later", (PyCFunction)(void (*)(void))interrupt_later, METH_FASTCALL,
-     "interrupt_later(signum, frame): a SIGINT handler that has KeyboardInterrupt raised at "
-     "the interpreter's next instruction rather than where it is called"},
+    {"interrupt", (PyCFunction)(void (*)(void))interrupt, METH_FASTCALL,
+     "interrupt(signum, frame): a SIGINT handler that raises KeyboardInterrupt, as the default "
+     "one does, but never inside a kernel or the look-up of a constant, where torch's C++ "
+     "calls the virtual NPU (it is raised as they return)"},
+    {"lock_codes", set_lock_codes, METH_O,
+     "lock_codes(codes): the code objects of Python context managers over a lock (threading."
+     "Condition's __enter__ and __exit__), in which Ctrl-C waits for the next check"},
+    {"callback", (PyCFunction)(void (*)(void))callback, METH_FASTCALL | METH_KEYWORDS,
+     "callback(fn, *args, **kwargs): fn(*args, **kwargs) as a callback of torch's C++ (a "
+     "kernel): a Ctrl-C meanwhile is raised once it has returned"},
     {"constant", constant_new, METH_O,
      "constant(value): a callable that returns value, for what torch's C++ calls where an "
      "exception would end the process"},

@@ -607,13 +607,15 @@ op_named(ttn_state *st, PyObject *key)
 
 /* host_call(op_or_name, *args, **kwargs).  The op and what runs it are
  * held over the call: it runs Python code, which may change the dicts they
- * come from. */
+ * come from.  It is a kernel, a callback of torch's C++: Ctrl-C is held
+ * until it returns (callbacks.c). */
 static PyObject *
 host_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     ttn_state *st = ttn_get_state(module);
     PyObject *op = NULL, *fn = NULL, *handler = NULL, *result = NULL;
 
+    ttn_callback_enter();
     if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "host_call(op, *args, **kwargs): op is missing");
         goto exit;
@@ -643,6 +645,7 @@ exit:
     Py_XDECREF(op);
     Py_XDECREF(fn);
     Py_XDECREF(handler);
+    ttn_callback_leave();
     return result;
 }
 

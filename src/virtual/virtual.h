@@ -21,6 +21,10 @@ extern PyMethodDef ttn_host_call_methods[];
 
 /* callbacks.c */
 extern PyType_Spec ttn_constant_spec;
+/* Around a callback of torch's C++ that may run Python code (a kernel):
+ * Ctrl-C is held until the outermost one is left. */
+void ttn_callback_enter(void);
+void ttn_callback_leave(void);
 extern PyMethodDef ttn_callbacks_methods[];
 
 /* npu_method.c */

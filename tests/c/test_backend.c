@@ -1,18 +1,27 @@
-/* Process-group backend strings: NCCL becomes HCCL by exact match only. */
+/* Process-group backend strings: NCCL becomes the target's backend (HCCL
+ * for the NPU) by exact match only. */
 #include <string.h>
 
 #include "suites.h"
 #include "ttn/devspec.h"
 
 static ttn_backend_result
-rewrite(const char *s, char *out, size_t cap)
+rewrite_for(const ttn_target *t, const char *s, char *out, size_t cap)
 {
     size_t len = 0;
-    ttn_backend_result r = ttn_backend_rewrite(s, strlen(s), out, cap, &len);
+    ttn_backend_result r = ttn_backend_rewrite(t, s, strlen(s), out, cap, &len);
 
-    if (r == TTN_BACKEND_REWRITTEN)
+    if (r == TTN_BACKEND_REWRITTEN) {
         ck_assert_uint_eq(len, strlen(out));
+        ck_assert_uint_le(len, strlen(s));
+    }
     return r;
+}
+
+static ttn_backend_result
+rewrite(const char *s, char *out, size_t cap)
+{
+    return rewrite_for(&ttn_target_npu, s, out, cap);
 }
 
 START_TEST(test_backend_single_name)
@@ -58,6 +67,23 @@ START_TEST(test_backend_others_unchanged)
 }
 END_TEST
 
+START_TEST(test_backend_host_target)
+{
+    char out[64];
+    ttn_target t;
+
+    ck_assert_int_eq(ttn_target_set(&t, "cpu", "gloo", 0), 1);
+    ck_assert_int_eq(rewrite_for(&t, "nccl", out, sizeof(out)), TTN_BACKEND_REWRITTEN);
+    ck_assert_str_eq(out, "gloo");
+    ck_assert_int_eq(rewrite_for(&t, "cpu:gloo,cuda:nccl", out, sizeof(out)),
+                     TTN_BACKEND_REWRITTEN);
+    ck_assert_str_eq(out, "cpu:gloo,cpu:gloo");
+    ck_assert_int_eq(rewrite_for(&t, "gloo", out, sizeof(out)), TTN_BACKEND_UNCHANGED);
+    ck_assert_int_eq(rewrite_for(&t, "tcp://nccl-host:1", out, sizeof(out)),
+                     TTN_BACKEND_UNCHANGED);
+}
+END_TEST
+
 START_TEST(test_backend_output_too_small)
 {
     char out[8];
@@ -77,6 +103,7 @@ backend_suite(void)
     tcase_add_test(tc, test_backend_single_name);
     tcase_add_test(tc, test_backend_device_pairs);
     tcase_add_test(tc, test_backend_others_unchanged);
+    tcase_add_test(tc, test_backend_host_target);
     tcase_add_test(tc, test_backend_output_too_small);
     suite_add_tcase(s, tc);
     return s;

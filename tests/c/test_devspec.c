@@ -80,17 +80,54 @@ END_TEST
 START_TEST(test_devspec_format_npu)
 {
     char buf[TTN_DEVSTR_MAX];
+    const ttn_target *t = &ttn_target_npu;
 
-    ck_assert_uint_eq(ttn_devspec_format_npu(-1, buf, sizeof(buf)), 3);
+    ck_assert_uint_eq(ttn_devspec_format(t, -1, buf, sizeof(buf)), 3);
     ck_assert_str_eq(buf, "npu");
-    ck_assert_uint_eq(ttn_devspec_format_npu(0, buf, sizeof(buf)), 5);
+    ck_assert_uint_eq(ttn_devspec_format(t, 0, buf, sizeof(buf)), 5);
     ck_assert_str_eq(buf, "npu:0");
-    ck_assert_uint_eq(ttn_devspec_format_npu(42, buf, sizeof(buf)), 6);
+    ck_assert_uint_eq(ttn_devspec_format(t, 42, buf, sizeof(buf)), 6);
     ck_assert_str_eq(buf, "npu:42");
-    ck_assert_uint_eq(ttn_devspec_format_npu(127, buf, sizeof(buf)), 7);
+    ck_assert_uint_eq(ttn_devspec_format(t, 127, buf, sizeof(buf)), 7);
     ck_assert_str_eq(buf, "npu:127");
-    ck_assert_uint_eq(ttn_devspec_format_npu(128, buf, sizeof(buf)), 0);
-    ck_assert_uint_eq(ttn_devspec_format_npu(10, buf, 6), 0);
+    ck_assert_uint_eq(ttn_devspec_format(t, 128, buf, sizeof(buf)), 0);
+    ck_assert_uint_eq(ttn_devspec_format(t, 10, buf, 6), 0);
+}
+END_TEST
+
+START_TEST(test_devspec_format_host)
+{
+    char buf[TTN_DEVSTR_MAX];
+    ttn_target t;
+
+    /* The host is one device: every CUDA index becomes the bare "cpu". */
+    ck_assert_int_eq(ttn_target_set(&t, "cpu", "gloo", 0), 1);
+    ck_assert_uint_eq(ttn_devspec_format(&t, -1, buf, sizeof(buf)), 3);
+    ck_assert_str_eq(buf, "cpu");
+    ck_assert_uint_eq(ttn_devspec_format(&t, 5, buf, sizeof(buf)), 3);
+    ck_assert_str_eq(buf, "cpu");
+    ck_assert_uint_eq(ttn_devspec_format(&t, 128, buf, sizeof(buf)), 0);
+    ck_assert_uint_eq(ttn_devspec_format(&t, 0, buf, 3), 0);
+    /* An indexed target of the longest name fits TTN_DEVSTR_MAX. */
+    ck_assert_int_eq(ttn_target_set(&t, "abcd", "gloo", 1), 1);
+    ck_assert_uint_eq(ttn_devspec_format(&t, 127, buf, sizeof(buf)), 8);
+    ck_assert_str_eq(buf, "abcd:127");
+}
+END_TEST
+
+START_TEST(test_devspec_target_names_checked)
+{
+    ttn_target t = ttn_target_npu;
+
+    /* A target longer than "cuda"/"nccl" would lengthen rewritten strings. */
+    ck_assert_int_eq(ttn_target_set(&t, "cpuxx", "gloo", 0), 0);
+    ck_assert_int_eq(ttn_target_set(&t, "cpu", "glooo", 0), 0);
+    ck_assert_int_eq(ttn_target_set(&t, "", "gloo", 0), 0);
+    ck_assert_int_eq(ttn_target_set(&t, "cpu", NULL, 0), 0);
+    ck_assert_int_eq(ttn_target_set(&t, "CPU", "gloo", 0), 0);
+    ck_assert_int_eq(ttn_target_set(&t, "c:u", "gloo", 0), 0);
+    ck_assert_str_eq(t.device, "npu"); /* unchanged by a refusal */
+    ck_assert_str_eq(t.backend, "hccl");
 }
 END_TEST
 
@@ -106,6 +143,8 @@ devspec_suite(void)
     tcase_add_test(tc, test_devspec_other_strings_left_alone);
     tcase_add_test(tc, test_devspec_length_is_respected);
     tcase_add_test(tc, test_devspec_format_npu);
+    tcase_add_test(tc, test_devspec_format_host);
+    tcase_add_test(tc, test_devspec_target_names_checked);
     suite_add_tcase(s, tc);
     return s;
 }

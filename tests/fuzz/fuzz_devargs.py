@@ -2,7 +2,9 @@
 values built from the fuzzer's bytes: strings near device specifications,
 torch.device objects, numbers, str subclasses, and containers of these,
 nested and holding themselves.  Every call shape that passes a device to
-the C core must raise a Python exception or return, never crash.
+the C core must raise a Python exception or return, never crash.  And a
+CUDA spelling (str or bytes) in each call shape of device_parity.py must
+be taken or refused as torch takes or refuses its npu spelling.
 
     python tests/fuzz/fuzz_devargs.py -max_total_time=300 corpus/
 """
@@ -14,6 +16,9 @@ import atheris
 import torch
 
 import transfer_to_npu  # noqa: F401  (migrates)
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from device_parity import SHAPES, beyond_eight_bits, differs, npu_spelling, outcome  # noqa: E402
 
 PATH = os.path.join(tempfile.mkdtemp(), "t.pt")
 torch.save(torch.ones(2), PATH)
@@ -79,8 +84,33 @@ CALLS = [
 ]
 
 
+SHAPE_NAMES = sorted(SHAPES)
+
+
+def check_parity(data):
+    """A spelling that starts "cuda" (the rest from the pieces or the
+    fuzzer's text), in one call shape: the migrated outcome is torch's for
+    the npu spelling."""
+    rest = "".join(data.PickValueInList(PIECES) for _ in range(data.ConsumeIntInRange(0, 2)))
+    spec = "cuda" + (rest if data.ConsumeBool() else data.ConsumeUnicodeNoSurrogates(4))
+    if data.ConsumeBool():
+        spec = spec.encode("utf-8", "surrogatepass")
+    call, index = SHAPES[data.PickValueInList(SHAPE_NAMES)]
+    migrated, own = outcome(call, spec), outcome(call, npu_spelling(spec))
+    if own[0] == "ok" and beyond_eight_bits(spec, index):
+        if migrated[0] != "error" or not isinstance(migrated[1], RuntimeError):
+            raise AssertionError(f"{spec!r}: {migrated}, where torch wraps the index")
+        return
+    why = differs(migrated, own)
+    if why is not None:
+        raise AssertionError(f"{spec!r}: {why}")
+
+
 def test_one_input(raw):
     data = atheris.FuzzedDataProvider(raw)
+    if data.ConsumeBool():
+        check_parity(data)
+        return
     arg = value(data)
     call = data.PickValueInList(CALLS)
     try:

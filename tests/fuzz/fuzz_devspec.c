@@ -25,12 +25,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (kind == TTN_DEV_CUDA) {
         if (index < -1 || index > TTN_MAX_DEVICE_INDEX)
             abort();
-        if (ttn_devspec_format_npu(index, npu, sizeof(npu)) == 0)
+        if (ttn_devspec_format(&ttn_target_npu, index, npu, sizeof(npu)) == 0)
             abort();
     }
     else if (index != -1)
         abort();
-    r = ttn_backend_rewrite(s, size, out, sizeof(out), &outlen);
+    r = ttn_backend_rewrite(&ttn_target_npu, s, size, out, sizeof(out), &outlen);
     if (r == TTN_BACKEND_REWRITTEN && (outlen >= sizeof(out) || out[outlen] != '\0' ||
                                        outlen > size))
         abort();

@@ -9,7 +9,8 @@ mappings(), --list, the log and the report read.
 
 One module per area: ``cuda_module`` (torch.cuda.*), ``tensors`` (Tensor and
 Module methods), ``factories`` (device arguments of torch.* functions),
-``identity`` (what CUDA code asks about the device), ``amp``, ``storage``,
+``identity`` (what CUDA code asks about the device), ``accelerator`` (which
+accelerator torch's own code finds), ``amp``, ``storage``,
 ``serialization`` (torch.load, CUDA checkpoints),
 ``data``, ``profiler``, ``distributed`` (process groups), ``parallel``
 (nn.DataParallel), ``jit`` (TorchScript, torch.compile), ``lightning`` (its
@@ -37,17 +38,18 @@ def derive(torch, npu=None, torch_npu=None):
     import sys
 
     from .. import _C, backends
-    from . import (amp, cuda_module, data, distributed, factories, identity, jit, lightning,
-                   parallel, profiler, serialization, storage, tensors, unsupported)
+    from . import (accelerator, amp, cuda_module, data, distributed, factories, identity, jit,
+                   lightning, parallel, profiler, serialization, storage, tensors, unsupported)
 
     if npu is None:
-        npu = torch.npu
+        npu = backends.device_module()
         if backends.installed == "torch_npu":
             torch_npu = sys.modules.get("torch_npu")
     factory_rows = factories.rows(torch)
     out = ([row("torch.device", "torch.device", "constructor", _C.MODE_CONSTRUCTOR, torch,
                 "device")]
-           + cuda_module.rows(torch, npu) + identity.rows(torch, npu) + tensors.rows(torch)
+           + cuda_module.rows(torch, npu) + identity.rows(torch, npu) + accelerator.rows(torch)
+           + tensors.rows(torch)
            + factory_rows
            + amp.rows(torch) + storage.rows(torch) + serialization.rows(torch)
            + data.rows(torch) + profiler.rows(torch, torch_npu) + distributed.rows(torch)
@@ -56,7 +58,8 @@ def derive(torch, npu=None, torch_npu=None):
     # Libraries' and packages' rows, which wait for their modules' import.
     from . import accelerate, cuda_extensions, served
 
-    backend = "virtual" if torch_npu is None else "torch_npu"
+    backend = ("torch_npu" if torch_npu is not None else
+               "cpu" if backends.installed == "cpu" else "virtual")
     out += (accelerate.rows(torch) + served.rows(torch, backend)
             + cuda_extensions.rows(torch))
     return out, {r[0] for r in factory_rows}

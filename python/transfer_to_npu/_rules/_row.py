@@ -30,6 +30,9 @@ device_objects, current_index)``:
   ``torch.tensor``, the factories).  The guard of the virtual NPU, a device
   defined in Python, always answers 0, so the index of the thread's current
   npu is put in before the call ('cuda' and 'npu' alike).
+  For a class's construction (``_C.MODE_CLASS_DEVICE``): a call without
+  a device makes the current device's object (``torch.Stream()``), not the
+  cpu's (``torch.Generator()``).
 """
 
 def row(source, target, kind, mode, owner, name, target_obj=None, pos=-1, binds=False,

@@ -5,41 +5,83 @@ is 'cuda'), torch.cuda.amp.GradScaler(), custom_fwd/custom_bwd.
 
 The deprecated torch.cuda.amp classes and functions pass "cuda" on to
 torch.amp, so rewriting torch.amp's device argument covers both.
+
+The autocast state functions take the device type first
+(``torch.is_autocast_enabled('cuda')``); given none, they are CUDA's
+(``torch.is_autocast_enabled()``, ``torch.set_autocast_enabled(True)``,
+``torch.get_autocast_gpu_dtype()``), so the npu's when migrating.
 """
 
+import functools
+
 from .. import _C
+from ._introspect import original
 from ._row import row
 
 # torch.* functions taking the device type first.
 _AUTOCAST_STATE = ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
                    "set_autocast_dtype")
+# The state functions with a form that names no device: CUDA's.
+_CUDA_FORMS = ("is_autocast_enabled", "set_autocast_enabled")
+# CUDA's own names of the state functions that take a device type.
+_GPU_NAMES = {"get_autocast_gpu_dtype": "get_autocast_dtype",
+              "set_autocast_gpu_dtype": "set_autocast_dtype"}
+
+
+def is_autocast_enabled(fn):
+    """What a row makes of torch's is_autocast_enabled: given no device
+    type, the npu's (a CUDA one, the wrapper has rewritten)."""
+    def is_autocast_enabled(device_type="npu"):
+        return fn(device_type)
+
+    return is_autocast_enabled
+
+
+def set_autocast_enabled(fn):
+    """What a row makes of torch's set_autocast_enabled: given the flag
+    alone, for the npu."""
+    def set_autocast_enabled(*args, **kwargs):
+        if len(args) + len(kwargs) < 2 and "device_type" not in kwargs:
+            args = ("npu",) + args
+        return fn(*args, **kwargs)
+
+    return set_autocast_enabled
 
 
 def _npu_defaults(fn):
-    """fn's defaults with a default device 'cuda' made 'npu', or None."""
+    """fn's defaults with a default device 'cuda' made the target's, or
+    None."""
+    from .. import backends
+
     defaults = getattr(fn, "__defaults__", None)
     if not defaults or "cuda" not in defaults:
         return None
-    return tuple("npu" if d == "cuda" else d for d in defaults)
+    return tuple(backends.target_type() if d == "cuda" else d for d in defaults)
 
 
 def rows(torch):
+    from .. import backends
+
     autocast = torch.amp.autocast_mode.autocast
-    out = [
-        row("torch.autocast", "torch.autocast", "device_arg", _C.MODE_DEVICE_ARG, autocast,
-            "__init__", pos=1, binds=True, kws=("device_type",)),
-    ]
+    scaler = getattr(torch.amp, "GradScaler", None)
+    if backends.target_type() == "cpu":
+        # A reference run (the cpu backend) is float32: autocast off.
+        out = [row("torch.autocast", "torch.autocast('cpu', enabled=False) (float32 reference)",
+                   "method", _C.MODE_REDIRECT, autocast, "__init__",
+                   f"{backends.__name__}.cpu:autocast_init()", binds=True, kws=())]
+    else:
+        out = [row("torch.autocast", "torch.autocast", "device_arg", _C.MODE_DEVICE_ARG,
+                   autocast, "__init__", pos=1, binds=True, kws=("device_type",))]
     # torch.amp.GradScaler came with torch 2.3; before, the scaler was
     # torch.cuda.amp's own (the npu's amp module's, cuda_module.py).
-    scaler = getattr(torch.amp, "GradScaler", None)
     if scaler is not None:
         out.append(row("torch.amp.GradScaler", "torch.amp.GradScaler", "device_arg",
                        _C.MODE_DEVICE_ARG, scaler, "__init__", pos=1, binds=True))
     defaults = None if scaler is None else _npu_defaults(scaler.__init__)
     if defaults is not None:
         out.append(row("torch.amp.GradScaler(device='cuda' by default)",
-                       "torch.amp.GradScaler(device='npu' by default)", "default",
-                       _C.MODE_REPLACE, scaler.__init__, "__defaults__", defaults))
+                       f"torch.amp.GradScaler(device='{backends.target_type()}' by default)",
+                       "default", _C.MODE_REPLACE, scaler.__init__, "__defaults__", defaults))
     for name in ("custom_fwd", "custom_bwd", "is_autocast_available"):
         # Bound in torch.amp and in the module that defines them: one
         # wrapper, one entry.
@@ -48,7 +90,21 @@ def rows(torch):
                            _C.MODE_DEVICE_ARG, owner, name,
                            pos=0 if name == "is_autocast_available" else -1,
                            kws=("device_type",)))
+    # Whether the state functions take a device type (torch 2.4 and later):
+    # before, they are CUDA's only, and torch_npu has its own.
+    by_device = hasattr(torch, "get_autocast_dtype")
     for name in _AUTOCAST_STATE:
-        out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG, torch,
-                       name, pos=0, kws=("device_type",)))
+        if by_device and name in _CUDA_FORMS:
+            out.append(row(f"torch.{name}", f"torch.{name} ('npu' when no device is named)",
+                           "function", _C.MODE_REDIRECT, torch, name,
+                           f"{__name__}:{name}()", pos=0,
+                           kws=("device_type",)))
+        else:
+            out.append(row(f"torch.{name}", f"torch.{name}", "device_arg", _C.MODE_DEVICE_ARG,
+                           torch, name, pos=0, kws=("device_type",)))
+    for name, by_type in _GPU_NAMES.items():
+        if by_device and hasattr(torch, name):
+            out.append(row(f"torch.{name}", f"torch.{by_type}('npu')", "function",
+                           _C.MODE_REDIRECT, torch, name,
+                           functools.partial(original(getattr(torch, by_type)), "npu"), kws=()))
     return out

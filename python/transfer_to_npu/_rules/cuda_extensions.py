@@ -7,6 +7,7 @@ An extension of C++ alone builds as before.  The rows wait in the import
 hook until torch.utils.cpp_extension is imported.
 """
 
+import bisect
 import functools
 import inspect
 import os
@@ -20,9 +21,10 @@ MODULE = "torch.utils.cpp_extension"
 CUDA_SUFFIXES = (".cu", ".cuh")
 # Patterns, not compiled ones: compiling them takes half a millisecond of
 # every process start, for a refusal most processes never make (re caches
-# what it compiles).
-_LAUNCH_BOUNDS = r"__launch_bounds__\s*\([^)]*\)"
-_KERNEL = r"__global__\s+[^;{}()]*?(\w+)\s*\("
+# what it compiles).  Each is read in linear time (kernel_matches).
+_LAUNCH_BOUNDS = r"__launch_bounds__\s*\("
+_GLOBAL = r"__global__(?=\s)"
+_DELIMITER = r"[;{}()]"
 ADVICE = ("write them as Ascend C custom operators (registered for torch_npu through its "
           "op-plugin), or in torch ops")
 
@@ -36,10 +38,48 @@ class CUDAExtensionError(NotImplementedError):
 
 def kernel_matches(text):
     """(offset, name) of each CUDA kernel (``__global__`` function) in
-    source text; ``__launch_bounds__(...)`` is blanked first, keeping
-    offsets, so that it is not read as the kernel's name."""
-    text = re.sub(_LAUNCH_BOUNDS, lambda m: " " * len(m.group()), text)
-    return [(m.start(), m.group(1)) for m in re.finditer(_KERNEL, text)]
+    source text: the name before the first parenthesis after
+    ``__global__``, with no ``;{}()`` between them.  A
+    ``__launch_bounds__(...)`` there is blanked first, keeping offsets, so
+    that it is not read as the kernel's name.  Every character is looked at
+    a bounded number of times, whatever the text (a pattern that backtracks
+    over a run of it is quadratic on a file of ``__global__ aaaa...``)."""
+    parts, pos = [], 0
+    for m in re.finditer(_LAUNCH_BOUNDS, text):
+        if m.start() < pos:
+            continue
+        close = text.find(")", m.end())
+        if close < 0:
+            break
+        parts += [text[pos:m.start()], " " * (close + 1 - m.start())]
+        pos = close + 1
+    text = "".join(parts) + text[pos:]
+    delimiters = [m.start() for m in re.finditer(_DELIMITER, text)]
+    names = {}  # parenthesis -> where the word before it starts
+    found, pos = [], 0
+    for m in re.finditer(_GLOBAL, text):
+        if m.start() < pos:
+            continue
+        i = bisect.bisect_left(delimiters, m.end())
+        if i == len(delimiters):
+            break
+        paren = delimiters[i]
+        if text[paren] != "(":
+            continue
+        start = names.get(paren)
+        if start is None:
+            # The word just before the parenthesis, blanks between.
+            end = paren
+            while end > m.end() and text[end - 1].isspace():
+                end -= 1
+            start = end
+            while start > m.end() and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                start -= 1
+            names[paren] = start = (start, end)
+        if start[0] < start[1]:
+            found.append((m.start(), text[start[0]:start[1]]))
+            pos = paren + 1
+    return found
 
 
 def kernels(text):

@@ -77,18 +77,31 @@ def counterparts(cuda, npu):
     return out
 
 
+def _names(npu):
+    """How the rows name the device module: (its name, the reference a
+    target is found by): torch.npu through torch, found at the first call
+    (torch_npu's, the virtual NPU's, a release's surface); the host's
+    (backends/cpu.py) as itself."""
+    name = getattr(npu, "__name__", "")
+    if name.endswith(".backends.cpu"):
+        return name, name + ":"
+    return "torch.npu", "torch:npu."
+
+
 def rows(torch, npu=None):
     npu = torch.npu if npu is None else npu
-    out = _module_rows(torch.cuda, npu, "torch.cuda", "torch.npu")
+    npu_name, ref = _names(npu)
+    out = _module_rows(torch.cuda, npu, "torch.cuda", npu_name, ref)
     for sub in SUBMODULES:
         cuda_sub, npu_sub = getattr(torch.cuda, sub, None), getattr(npu, sub, None)
         if isinstance(cuda_sub, types.ModuleType) and isinstance(npu_sub, types.ModuleType):
-            out += _module_rows(cuda_sub, npu_sub, f"torch.cuda.{sub}", f"torch.npu.{sub}")
+            out += _module_rows(cuda_sub, npu_sub, f"torch.cuda.{sub}", f"{npu_name}.{sub}",
+                                f"{ref}{sub}.")
     for source, target in counterparts(torch.cuda, npu).items():
         owner, _, name = f"torch.cuda.{source}".rpartition(".")
         found = _find(npu, target)
-        out.append(row(f"torch.cuda.{source}", f"torch.npu.{target}", _kind(found),
-                       _C.MODE_REDIRECT, owner, name, f"torch:npu.{target}",
+        out.append(row(f"torch.cuda.{source}", f"{npu_name}.{target}", _kind(found),
+                       _C.MODE_REDIRECT, owner, name, f"{ref}{target}",
                        device_position(found)))
     return out
 
@@ -97,11 +110,10 @@ def _kind(target):
     return "class" if isinstance(target, type) else "function"
 
 
-def _module_rows(cuda, npu, cuda_name, npu_name):
+def _module_rows(cuda, npu, cuda_name, npu_name, ref):
     out = []
-    # Targets named from torch ("torch:npu.synchronize"), found at their
+    # Targets named by reference ("torch:npu.synchronize"), found at their
     # first call.
-    path = "torch:" + npu_name.partition(".")[2]
     public = set(public_names(cuda)).union(DATA)
     # A device module may serve its data from a module __getattr__, outside dir().
     for name in sorted(set(dir(npu)).union(d for d in DATA if hasattr(npu, d))):
@@ -112,10 +124,10 @@ def _module_rows(cuda, npu, cuda_name, npu_name):
         target = getattr(npu, name)
         if name in DATA:
             out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", "constant",
-                           _C.MODE_REPLACE, cuda, name, f"{path}.{name}"))
+                           _C.MODE_REPLACE, cuda, name, f"{ref}{name}"))
             continue
         if isinstance(target, types.ModuleType) or not callable(target):
             continue
         out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", _kind(target),
-                       _C.MODE_REDIRECT, cuda, name, f"{path}.{name}", device_position(target)))
+                       _C.MODE_REDIRECT, cuda, name, f"{ref}{name}", device_position(target)))
     return out

@@ -84,6 +84,12 @@ def rows(torch):
     # The class keeps its identity (isinstance, subclasses, torch's own
     # checks): only its __init__ is wrapped.
     ddp = torch.nn.parallel.DistributedDataParallel
+    if backends.target_type() == "cpu":
+        out.append(row("torch.nn.parallel.DistributedDataParallel",
+                       "torch.nn.parallel.DistributedDataParallel(device_ids=None) (the host)",
+                       "method", _C.MODE_REDIRECT, ddp, "__init__",
+                       f"{backends.__name__}.cpu:ddp_init()", binds=True, kws=()))
+        return out
     out.append(row("torch.nn.parallel.DistributedDataParallel",
                    "torch.nn.parallel.DistributedDataParallel", "device_arg", _C.MODE_DEVICE_ARG,
                    ddp, "__init__", pos=_position(ddp.__init__, "output_device"), binds=True,

@@ -3,6 +3,7 @@ functions, found through torch's dispatcher and function signatures."""
 
 import functools
 import inspect
+import sys
 
 from .. import _C
 from ._introspect import op_takes_device, original, takes_device
@@ -74,42 +75,36 @@ def rows(torch):
                                _C.MODE_DEVICE_ARG, module, name,
                                device_objects=inspect.isbuiltin(original(getattr(module, name))),
                                current_index=True))
-    out += _generator_rows(torch) + _class_rows(torch)
+    out += _class_rows(torch)
     return out
 
 
-def _generator_rows(torch):
-    """torch.Generator(device='cuda'): torch.Generator is a C type whose
-    class is made by a Python metaclass, so its construction is the
-    metaclass's __call__(cls, device): wrapped there, the class itself stays
-    torch's (isinstance, subclasses)."""
-    meta = type(torch.Generator)
-    if meta is type:
-        return []
-    return [row("torch.Generator", "torch.Generator", "device_arg", _C.MODE_DEVICE_ARG, meta,
-                "__call__", pos=1, binds=True)]
-
-
-# torch's device-generic C classes whose constructor takes a device first.
-_CLASSES = ("Stream", "Event")
+# torch's device-generic C classes whose constructor takes a device first,
+# and whether one made without a device is the current device's (a stream,
+# an event) rather than the cpu's (a generator).
+_CLASSES = {"Stream": True, "Event": True, "Generator": False}
 
 
 def _class_rows(torch):
-    """torch.Stream(device='cuda'), torch.Event(device='cuda'): C classes,
-    whose construction (their tp_new slot) is patched in C.  The virtual
-    NPU's own subclasses make those for the npu: torch's cannot synchronise
-    or time on a device defined in Python."""
-    from .. import backends
-
+    """torch.Stream, torch.Event, torch.Generator(device='cuda'): C classes,
+    whose construction (their tp_new slot) is patched in C, whatever class
+    makes them.  Where the npu is the virtual NPU its own subclasses make
+    those for the npu: torch's streams and events cannot synchronise or
+    time on a device defined in Python, and torch asks such a device's C++
+    hooks for a new generator, which it cannot give."""
     npu_classes = {}
-    if backends.installed == "virtual":
-        from ..backends.virtual import streams
+    virtual = sys.modules.get("transfer_to_npu.backends.virtual")
+    if virtual is not None and virtual.is_installed():
+        from ..backends.virtual import random, streams
 
-        npu_classes = {"Stream": streams.Stream, "Event": streams.DeviceEvent}
+        npu_classes = {"Stream": streams.Stream, "Event": streams.DeviceEvent,
+                       "Generator": random.Generator}
     return [row(f"torch.{name}", f"torch.{name}" + (" (the virtual NPU's)" if name in npu_classes
                                                     else ""),
-                "constructor", _C.MODE_CLASS_DEVICE, torch, name, npu_classes.get(name), pos=0)
-            for name in _CLASSES if isinstance(getattr(torch, name, None), type)]
+                "constructor", _C.MODE_CLASS_DEVICE, torch, name, npu_classes.get(name), pos=0,
+                current_index=none_is_current)
+            for name, none_is_current in _CLASSES.items()
+            if isinstance(getattr(torch, name, None), type)]
 
 
 def device_context_rows(torch):

@@ -114,20 +114,24 @@ def _uuid(index):
 def _index(device):
     import torch
 
+    from .. import backends
+
+    current = backends.device_module().current_device
     if device is None:
-        return torch.npu.current_device()
+        return current()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        return torch.npu.current_device() if device.index is None else device.index
+        return current() if device.index is None else device.index
     return int(device)
 
 
 def get_device_properties(device=None):
     """The NPU's own call checks the device (and raises for a bad one)."""
-    import torch
+    from .. import backends
 
-    return CudaDeviceProperties(torch.npu.get_device_properties(device), _index(device))
+    return CudaDeviceProperties(backends.device_module().get_device_properties(device),
+                                _index(device))
 
 
 def get_device_capability(device=None):
@@ -191,6 +195,29 @@ def matmul_precision(original):
     ``torch.set_float32_matmul_precision``: 'high' and 'medium' allow TF32
     matmuls on CUDA, 'highest' does not."""
     return _following(original, "matmul", lambda precision: precision != "highest")
+
+
+def fp32_precision(original):
+    """torch._C._set_fp32_precision_setter(backend, op, precision), behind
+    torch's newer switches (``torch.backends.fp32_precision``,
+    ``torch.backends.cuda.matmul.fp32_precision``,
+    ``torch.backends.cudnn[.conv].fp32_precision``): a switch set sets
+    those below it, and CUDA's matmuls and convolutions then take TF32 when
+    theirs reads 'tf32'.  Both NPU switches follow what torch reads."""
+    def setter(backend, op, precision):
+        import torch
+
+        result = original(backend, op, precision)
+        for name in ("matmul", "conv"):
+            tf32 = torch._C._get_fp32_precision_getter("cuda", name) == "tf32"
+            # Written when it changes only: torch's own setters call this
+            # one too (cudnn.flags), after the old switches set theirs.
+            if _has_hf32(torch.npu, name) and getattr(torch.npu, name).allow_hf32 != tf32:
+                getattr(torch.npu, name).allow_hf32 = tf32
+        return result
+
+    setter.__name__ = setter.__qualname__ = getattr(original, "__name__", "setter")
+    return setter
 
 
 def _set_cudnn_allow_tf32(value):
@@ -258,5 +285,11 @@ def rows(torch, npu=None):
         out.append(row("torch.backends.cudnn.allow_tf32 (attribute)",
                        "torch.npu.conv.allow_hf32", "property", _C.MODE_REPLACE,
                        type(cudnn), "allow_tf32", f"{__name__}:cudnn_allow_tf32_property()"))
+    if (_has_hf32(npu, "matmul") or _has_hf32(npu, "conv")) and all(
+            hasattr(torch._C, name) for name in ("_set_fp32_precision_setter",
+                                                  "_get_fp32_precision_getter")):
+        out.append(row("torch.backends.fp32_precision", "torch.npu.matmul/conv.allow_hf32",
+                       "function", _C.MODE_REDIRECT, torch._C, "_set_fp32_precision_setter",
+                       f"{__name__}:fp32_precision()", kws=()))
     return out
 

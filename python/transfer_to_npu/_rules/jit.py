@@ -25,6 +25,14 @@ state of their device, through the module of that device, known to torch
 for CUDA and the CPU only: an npu tensor's device is answered as "cuda"
 there, and ``torch.cuda.get_rng_state`` / ``set_rng_state`` are the npu's.
 
+Any other wrapper called in a compiled region is traced as the migrated
+call written in Python (``_traceable.py``): ``torch.is_autocast_enabled(
+x.device.type)`` or ``torch.cuda.is_available()`` with ``fullgraph=True``.
+That call reaches torch's builtin, which dynamo folds into a constant when
+its table of such functions names it; the table is made at dynamo's
+import, from what torch holds then, so when migrating it names the
+wrappers: the builtins they wrap are entered in it too.
+
 Dynamo makes its polyfills of torch's builtins at its import, from what
 torch holds then; the one of ``torch._C._nn._parse_to`` (Module.to's
 parser, migrated) is made for the builtin the wrapper wraps, so that
@@ -53,7 +61,8 @@ def _retarget_nodes(nodes):
         for block in node.blocks():
             _retarget_nodes(block.nodes())
         if _is_cuda_device_constant(node):
-            node.s_("value", "npu" + node.s("value")[len("cuda"):])
+            # The C core's spelling of the target ("npu:1"; "cpu").
+            node.s_("value", _C.npu_device_string(node.s("value")))
 
 
 def _retarget(torch, scripted):
@@ -155,14 +164,34 @@ def _substitute_in_graph(original_fn, *args, **kwargs):
         _introspect.original(original_fn), *args, **kwargs)
 
 
+def with_originals(functions):
+    """One of dynamo's tables of torch's functions (a dict keyed by
+    function), naming also the functions its wrappers wrap."""
+    if not isinstance(functions, dict):
+        return functions
+    out = dict(functions)
+    for fn, value in functions.items():
+        out.setdefault(_introspect.original(fn), value)
+    return out
+
+
+# Dynamo's tables of the functions it folds into constants while tracing.
+_FOLDED = ("constant_fold_functions", "constant_fold_functions_need_guards")
+
+
 def rng_device(original):
     """rng_prims.get_device answering "cuda" for the npu, whose RNG state
-    torch then saves and restores through torch.cuda."""
+    torch then saves and restores through torch.cuda.  Some torch lines
+    answer only for the devices they name (None for npu tensors alone)."""
+    import torch
 
     @functools.wraps(original)
     def get_device(args, kwargs):
         device = original(args, kwargs)
-        return "cuda" if device == "npu" else device
+        if device == "npu" or (device is None and any(
+                isinstance(a, torch.Tensor) and a.device.type == "npu" for a in args)):
+            return "cuda"
+        return device
 
     return get_device
 
@@ -186,6 +215,11 @@ def rows(torch):
                 "torch._dynamo.decorators.substitute_in_graph (a migrated builtin's original)",
                 "function", _C.MODE_HOOK, "torch._dynamo.decorators", "substitute_in_graph",
                 _substitute_in_graph, kws=()),
+            *[row(f"torch._dynamo.variables.torch.{name}",
+                  f"torch._dynamo.variables.torch.{name} (the builtins the wrappers wrap too)",
+                  "function", _C.MODE_REPLACE, "torch._dynamo.variables.torch", name,
+                  f"{__name__}:with_originals()", kws=())
+              for name in _FOLDED],
             row("torch._prims.rng_prims.get_device",
                 "npu as cuda (RNG state saved and restored through torch.cuda)", "function",
                 _C.MODE_REDIRECT, rng_prims, "get_device", f"{__name__}:rng_device()",

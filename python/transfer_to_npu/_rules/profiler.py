@@ -15,7 +15,10 @@ def use_npu(init):
     @functools.wraps(init)
     def __init__(self, *args, use_cuda=False, **kwargs):
         if use_cuda and kwargs.get("use_device") is None:
-            kwargs["use_device"] = "npu"
+            from .. import backends
+
+            if backends.target_type() == "npu":  # the host's profile is the CPU's
+                kwargs["use_device"] = "npu"
         return init(self, *args, **kwargs)
 
     return __init__

@@ -15,8 +15,10 @@ from ._row import row
 _SERVED = "transfer_to_npu.served"
 
 _ATTENTION = {"virtual": "torch.nn.functional.scaled_dot_product_attention",
+              "cpu": "torch.nn.functional.scaled_dot_product_attention",
               "torch_npu": "torch_npu.npu_fusion_attention"}
 _REFERENCE = "its reference math in torch ops (virtual NPU)"
+_ROTARY = "its math in torch ops"
 
 # (module the user imports, served module, implementation module,
 #  {name: (kind, target)}); a target of None is the backend's attention.
@@ -33,7 +35,15 @@ PACKAGES = (
     ("flash_attn", "flash_attn", "_flash",
      dict.fromkeys(("flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func",
                     "flash_attn_varlen_func", "flash_attn_varlen_kvpacked_func",
-                    "flash_attn_varlen_qkvpacked_func"), ("function", None))),
+                    "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache"),
+                   ("function", None))),
+    ("flash_attn.layers.rotary", "flash_attn_rotary", "_rotary",
+     {"apply_rotary_emb": ("function", _ROTARY),
+      "apply_rotary_emb_qkv_": ("function", _ROTARY),
+      "apply_rotary_emb_kv_": ("function", _ROTARY),
+      "RotaryEmbedding": ("class", _ROTARY)}),
+    ("flash_attn.ops.triton.rotary", "flash_attn_rotary", "_rotary",
+     {"apply_rotary": ("function", _ROTARY)}),
     ("xformers.ops", "xformers_ops", "_xformers",
      dict.fromkeys(("memory_efficient_attention", "memory_efficient_attention_forward"),
                    ("function", None))),
@@ -58,7 +68,7 @@ PACKAGES = (
 
 
 def rows(torch, backend):
-    """The rows for the NPU backend named ("virtual" or "torch_npu")."""
+    """The rows for the backend named ("virtual", "torch_npu" or "cpu")."""
     out = []
     for public, served, implementation, names in PACKAGES:
         if public.partition(".")[0] == "torch_npu" and backend != "virtual":

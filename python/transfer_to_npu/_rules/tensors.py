@@ -7,22 +7,39 @@ import functools
 from .. import _C
 from ._row import row
 
+LEGACY_TYPE = "torch.Tensor.type('torch.cuda.<T>Tensor')"
+LEGACY_DEFAULT_TYPE = "torch.set_default_tensor_type('torch.cuda.<T>Tensor')"
+
 # Tensor methods that create a tensor on a device given by keyword.
 TENSOR_NEW_METHODS = ("new_tensor", "new_empty", "new_empty_strided", "new_zeros", "new_ones",
                       "new_full")
 
 
+def _device_methods():
+    """Tensor.cuda(), Tensor.is_cuda and Module.cuda()'s counterparts on the
+    target: the npu's (made by its registration), or the host's."""
+    from .. import backends
+
+    if backends.target_type() == "npu":
+        return {"tensor": ("torch.Tensor.npu", "torch:Tensor.npu"), "is": "is_npu",
+                "module": ("torch.nn.Module.npu", "torch.nn:Module.npu")}
+    host = f"{backends.__name__}.cpu"
+    return {"tensor": ("torch.Tensor.cpu", f"{host}:tensor_cuda"), "is": "is_cpu",
+            "module": ("torch.nn.Module.cpu", f"{host}:module_cuda")}
+
+
 def rows(torch):
     T, M = torch.Tensor, torch.nn.Module
+    target = _device_methods()
     out = [
-        row("torch.Tensor.cuda", "torch.Tensor.npu", "method", _C.MODE_REDIRECT, T, "cuda",
-            "torch:Tensor.npu", 1, True),
-        row("torch.Tensor.is_cuda", "torch.Tensor.is_npu", "attribute", _C.MODE_ATTRIBUTE, T,
-            "is_cuda", "is_npu"),
+        row("torch.Tensor.cuda", target["tensor"][0], "method", _C.MODE_REDIRECT, T, "cuda",
+            target["tensor"][1], 1, True),
+        row("torch.Tensor.is_cuda", f"torch.Tensor.{target['is']}", "attribute",
+            _C.MODE_ATTRIBUTE, T, "is_cuda", target["is"]),
         row("torch.Tensor.to", "torch.Tensor.to", "device_arg", _C.MODE_DEVICE_ARG, T, "to",
             pos=1, binds=True, device_objects=True, current_index=True),
-        row("torch.nn.Module.cuda", "torch.nn.Module.npu", "method", _C.MODE_REDIRECT, M,
-            "cuda", "torch.nn:Module.npu", 1, True),
+        row("torch.nn.Module.cuda", target["module"][0], "method", _C.MODE_REDIRECT, M,
+            "cuda", target["module"][1], 1, True),
         # Module.to (and overrides that keep the device, as Lightning's
         # does) hand their arguments to this builtin, looked up at every
         # call: patched there, Module.to stays torch's Python function, run
@@ -42,12 +59,14 @@ def rows(torch):
             _C.MODE_DEVICE_ARG, M, "to_empty", binds=True, current_index=True),
         row("torch.set_default_device", "torch.set_default_device", "device_arg",
             _C.MODE_DEVICE_ARG, torch, "set_default_device", pos=0),
-        row("torch.Tensor.type('torch.cuda.<T>Tensor')", "torch.Tensor.to(device='npu', dtype)",
-            "method", _C.MODE_REDIRECT, T, "type", f"{__name__}:legacy_type()", binds=True,
+        # Their functions count only the calls with a CUDA tensor type
+        # (_C.hit): x.type(torch.int64) is no migration.
+        row(LEGACY_TYPE, "torch.Tensor.to(device='npu', dtype)",
+            "method", _C.MODE_HOOK, T, "type", f"{__name__}:legacy_type()", binds=True,
             kws=()),
-        row("torch.set_default_tensor_type('torch.cuda.<T>Tensor')",
+        row(LEGACY_DEFAULT_TYPE,
             "torch.set_default_dtype(dtype); torch.set_default_device('npu')", "function",
-            _C.MODE_REDIRECT, torch, "set_default_tensor_type",
+            _C.MODE_HOOK, torch, "set_default_tensor_type",
             f"{__name__}:legacy_default_type()", kws=()),
     ]
     return out
@@ -75,6 +94,12 @@ def _legacy_name(t):
     return None
 
 
+def _spelled_cuda(t):
+    """Whether a legacy type given is CUDA's spelling (not torch.npu's
+    class of the same name)."""
+    return isinstance(t, str) or hasattr(t, "__npu_source__")
+
+
 def legacy_default_type(original):
     """torch.set_default_tensor_type() with a CUDA type: that dtype by
     default, on the npu by default, as torch itself advises in place of the
@@ -82,8 +107,11 @@ def legacy_default_type(original):
     default this function set."""
     import torch
 
+    from .. import backends
+
     dtypes = _legacy_dtypes(torch)
     state = {"set_device": False}
+    device = backends.target_type()
 
     @functools.wraps(original)
     def set_default_tensor_type(t):
@@ -98,8 +126,10 @@ def legacy_default_type(original):
             raise TypeError(
                 f"set_default_tensor_type(t): t={t!r} is not a floating-point type; only "
                 f"floating-point types are supported as the default type")
+        if _spelled_cuda(t):
+            _C.hit(LEGACY_DEFAULT_TYPE)
         torch.set_default_dtype(dtype)
-        torch.set_default_device("npu")
+        torch.set_default_device(device)
         state["set_device"] = True
 
     return set_default_tensor_type
@@ -110,13 +140,18 @@ def legacy_type(original):
     or the class torch.cuda.FloatTensor) meaning that dtype on the npu."""
     import torch
 
+    from .. import backends
+
     dtypes = _legacy_dtypes(torch)
+    device = backends.target_type()
 
     @functools.wraps(original)
     def type(self, dtype=None, non_blocking=False, **kwargs):
         name = _legacy_name(dtype)
         if name in dtypes:
-            return self.to(device="npu", dtype=dtypes[name], non_blocking=non_blocking)
+            if _spelled_cuda(dtype):
+                _C.hit(LEGACY_TYPE)
+            return self.to(device=device, dtype=dtypes[name], non_blocking=non_blocking)
         if dtype is None:
             result = original(self)
             if self.device.type == "npu":

@@ -9,11 +9,20 @@ offline migration tool's -r file (parsed and checked by the C core):
 
 Names are full dotted paths.  A function in a module that is not imported
 yet is patched when that module is imported.
+
+Rules are for the user's own code and torch's: a rule that would patch the
+standard library, an installed package (anything under the interpreter's
+library and site-packages directories) or this package, a name that is not
+a function (``torch.float32``), or rules that map a name back to itself are
+refused when the file is read, naming the rule.
 """
 
 import importlib
+import importlib.util
 import os
+import site
 import sys
+import sysconfig
 
 from .. import _C, _files
 from ._row import row
@@ -29,8 +38,6 @@ def _module_part(parts):
     modules: a top-level module that is not a package has only attributes
     after it; inside a package, the parts up to the first capitalised one
     (a class, by Python's naming conventions)."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(parts[0])  # locates, does not run it
     except (ImportError, ValueError):
@@ -103,6 +110,119 @@ def _binds(owner_spec):
     return isinstance(obj, type)
 
 
+def _installed_dirs():
+    """The directories of the standard library and of installed packages,
+    of this interpreter and of the one its environment is made from."""
+    dirs = set()
+    for base in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        paths = sysconfig.get_paths(vars={"base": base, "platbase": base,
+                                          "installed_base": base, "installed_platbase": base})
+        dirs.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    dirs.update(getattr(site, "getsitepackages", list)())
+    if getattr(site, "ENABLE_USER_SITE", False):
+        dirs.add(site.getusersitepackages())
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def _locations(top):
+    """Where top-level module ``top`` is (its file, or a package's
+    directories), found without running it; () if it is nowhere."""
+    module = sys.modules.get(top)
+    if module is None:
+        try:
+            module = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return ()
+        if module is None:
+            return ()
+        places = list(module.submodule_search_locations or []) or [module.origin]
+    else:
+        places = list(getattr(module, "__path__", [])) or [getattr(module, "__file__", None)]
+    return tuple(os.path.realpath(p) for p in places if p and os.path.isabs(p))
+
+
+def _not_the_users(dotted):
+    """Why the module a dotted name starts in is neither the user's own nor
+    torch's, or None."""
+    top = dotted.partition(".")[0]
+    if top == "torch":
+        return None
+    if top in ("transfer_to_npu", "_transfer_to_npu_boot"):
+        return "this package's"
+    if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names:
+        return "the standard library's"
+    dirs = _installed_dirs()
+    for place in _locations(top):
+        if any(os.path.join(place, "").startswith(d) or place.startswith(d) for d in dirs):
+            return f"an installed package's ({place})"
+    return None
+
+
+def _existing(dotted):
+    """The object a dotted name names, when its module is imported already
+    (nothing is imported to find it); None otherwise."""
+    parts = dotted.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        obj = sys.modules.get(".".join(parts[:i]))
+        if obj is None:
+            continue
+        for part in parts[i:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return None
+        return obj
+    return None
+
+
+# The field of each kind that names what a rule patches.
+_PATCHED = {"FuncNameModifyRule": "old_name", "ArgsModifyRule": "func_name",
+            "ModuleNameModifyRule": "old_name"}
+
+
+def _patched_name(rule):
+    if rule["kind"] == "ModuleNameModifyRule" and rule["parent_module"]:
+        return f"{rule['parent_module']}.{rule['old_name']}"
+    return rule[_PATCHED[rule["kind"]]]
+
+
+def _renamed_to(rule):
+    if rule["kind"] == "ModuleNameModifyRule" and rule["parent_module"]:
+        return f"{rule['parent_module']}.{rule['new_name']}"
+    return rule["new_name"]
+
+
+def check(path, rules):
+    """Refuse, naming the rule, one that patches what is not the user's
+    own or torch's, a name that is not a function, and renames that lead a
+    name back to itself (its call would recurse without end)."""
+    renames = {}
+    for rule in rules:
+        where = f"{path}: {rule['kind']}[{rule['index']}]"
+        name, field = _patched_name(rule), _PATCHED[rule["kind"]]
+        whose = _not_the_users(name)
+        if whose is not None:
+            raise RulesError(f"{where}: {field} {name!r} is {whose}; rules map the user's own "
+                             f"code and torch's")
+        if rule["kind"] != "ModuleNameModifyRule":
+            found = _existing(name)
+            if found is not None and not callable(found):
+                raise RulesError(f"{where}: {field} {name!r} is not a function (a "
+                                 f"{type(found).__module__}.{type(found).__qualname__}); rules "
+                                 f"map functions")
+        if rule["kind"] != "ArgsModifyRule":
+            renames[(rule["kind"], name)] = (_renamed_to(rule), where)
+    for (kind, start), (_, where) in renames.items():
+        seen, name = [start], start
+        while (kind, name) in renames:
+            name = renames[(kind, name)][0]
+            if name == start:
+                raise RulesError(f"{where}: {' -> '.join(seen + [name])} maps {start!r} back to "
+                                 f"itself")
+            if name in seen:
+                break  # a cycle that another rule starts
+            seen.append(name)
+
+
 def load(path):
     """The rules of the file at path, checked."""
     try:
@@ -111,9 +231,11 @@ def load(path):
         raise RulesError(f"TRANSFER_TO_NPU_RULES={path!r}: cannot read it ({exc.strerror})") \
             from None
     try:
-        return _C.parse_rules(data)
+        rules = _C.parse_rules(data)
     except ValueError as exc:
         raise RulesError(f"{path}: {exc}") from None
+    check(path, rules)
+    return rules
 
 
 def rows(torch, path=None):

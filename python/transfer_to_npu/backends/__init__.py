@@ -3,6 +3,9 @@
 ``TRANSFER_TO_NPU_BACKEND``: ``auto`` (default: ``torch_npu`` when it
 imports, else the virtual NPU), ``torch_npu`` or ``virtual``.  Both make
 the ``npu`` device and ``torch.npu`` exist; the mapping table is the same.
+``cpu`` targets the host instead (the reference run of ``compare``): the
+same table, with the device type and process-group backend of ``TARGETS``
+and the device module ``cpu.py``.
 """
 
 import functools
@@ -10,7 +13,13 @@ import importlib.util
 import os
 import warnings
 
-CHOICES = ("auto", "torch_npu", "virtual")
+CHOICES = ("auto", "torch_npu", "virtual", "cpu")
+
+#: Per backend, what CUDA's spellings become: the device type 'cuda'
+#: becomes, the process-group backend 'nccl' becomes, and whether the
+#: device takes an index (the host is one device).
+TARGETS = {"torch_npu": ("npu", "hccl", True), "virtual": ("npu", "hccl", True),
+           "cpu": ("cpu", "gloo", False)}
 
 #: The backend install() installed in this process, or None.
 installed = None
@@ -26,11 +35,32 @@ def requested():
 
 
 def install():
-    """Install the requested backend (once per process); return its name."""
+    """Install the requested backend (once per process), and give the C
+    core its target; return its name."""
     global installed
     if installed is None:
-        installed = _install()
+        from .. import _C
+
+        name = _install()
+        _C.set_target(*TARGETS[name])
+        installed = name
     return installed
+
+
+def target_type():
+    """The device type CUDA's becomes: 'npu', or 'cpu' for the cpu backend."""
+    return TARGETS.get(installed, TARGETS["virtual"])[0]
+
+
+def device_module():
+    """What torch.cuda's functions map to: torch.npu, or the host's."""
+    if installed == "cpu":
+        from . import cpu
+
+        return cpu
+    import torch
+
+    return torch.npu
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,14 +78,15 @@ def dispatched_by_device():
 
 
 def is_hccl_available():
-    """Whether the ``hccl`` process-group backend is registered (by
-    torch_npu, or by the virtual NPU): what
+    """Whether the target's process-group backend is registered (``hccl``,
+    by torch_npu or by the virtual NPU; the cpu backend's ``gloo``): what
     ``torch.distributed.is_nccl_available()`` answers once migrated."""
     import torch.distributed as dist
 
+    name = TARGETS.get(installed, TARGETS["virtual"])[1]
     if hasattr(dist, "is_backend_available"):
-        return dist.is_backend_available("hccl")
-    return "hccl" in dist.Backend.backend_list
+        return dist.is_backend_available(name)
+    return name in dist.Backend.backend_list
 
 
 # What the virtual NPU builds on, and the oldest torch that has it all.
@@ -100,6 +131,11 @@ def _virtual():
 
 def _install():
     choice = requested()
+    if choice == "cpu":
+        from . import cpu
+
+        cpu.install()
+        return cpu.NAME
     if choice == "virtual" or (choice == "auto" and importlib.util.find_spec("torch_npu") is None):
         virtual = _virtual()
         virtual.install()

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from .. import backends
 
-__all__ = ["attend", "band_mask", "math_attention"]
+__all__ = ["attend", "band_mask", "math_attention", "repeat_kv"]
 
 
 def band_mask(seq_q, seq_k, left, right, offset, device):
@@ -36,7 +36,7 @@ def band_mask(seq_q, seq_k, left, right, offset, device):
     return keep
 
 
-def _gqa(q, k, v):
+def repeat_kv(q, k, v):
     """Keys and values repeated for grouped-query attention (heads of q a
     multiple of theirs)."""
     hq, hk = q.size(-3), k.size(-3)
@@ -54,7 +54,7 @@ def math_attention(q, k, v, scale, keep=None, bias=None, softcap=0.0, dropout_p=
     kernels keep them: lse = max + log(sum)).  A row with no key left gives
     zeros, not NaN.  ``pre_scale_bias``: the bias is added before scaling
     (npu_fusion_attention's pse)."""
-    k, v = _gqa(q, k, v)
+    k, v = repeat_kv(q, k, v)
     scores = torch.matmul(q.float(), k.float().transpose(-2, -1))
     if bias is not None and pre_scale_bias:
         scores = scores + bias.float()
@@ -99,7 +99,9 @@ def attend(q, k, v, scale=None, keep=None, bias=None, softcap=0.0, dropout_p=0.0
         out, row_max, row_sum = math_attention(q, k, v, scale, keep, bias, softcap, dropout_p)
         if not return_lse:
             return out
-        return out, (row_max + torch.log(row_sum)).squeeze(-1)
+        # A row that sees no key: +inf, as flash-attn's kernels give.
+        lse = torch.where(row_sum == 0, float("inf"), row_max + torch.log(row_sum))
+        return out, lse.squeeze(-1)
     mask = keep
     if bias is not None:
         mask = bias.to(q.dtype) if keep is None else bias.to(q.dtype).masked_fill(

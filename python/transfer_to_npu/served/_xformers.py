@@ -2,8 +2,9 @@
 NPU (torch's attention on the virtual NPU, npu_fusion_attention on
 torch_npu).
 
-Layouts as xformers': query (batch, seq_q, heads, dim) or (batch, seq_q,
-dim), keys and values alike; the biases of ``xformers.ops.fmha.attn_bias``
+Layouts as xformers': query (batch, seq_q, heads, dim), (batch, seq_q,
+groups, heads, dim) or (batch, seq_q, dim), keys and values alike (checked
+as xformers checks them: no broadcasting); the biases of ``xformers.ops.fmha.attn_bias``
 that training code uses: causal (``LowerTriangularMask``, aligned at the top
 left, and ``LowerTriangularFromBottomRightMask``), a tensor added to the
 scores (alone, or with the causal mask through ``add_bias``), and the block
@@ -11,8 +12,11 @@ diagonal masks of sequences packed into one row (``BlockDiagonalMask`` and
 its causal form, from the sequences' lengths).
 """
 
+import math
+
 import torch
 
+from . import _arguments as check
 from ._attention import attend, band_mask
 
 __all__ = ["AttentionBias", "BlockDiagonalCausalMask", "BlockDiagonalMask",
@@ -126,31 +130,75 @@ class BlockDiagonalCausalMask(BlockDiagonalMask):
     _causal = True
 
 
+def _check(query, key, value, attn_bias, p):
+    """The arguments as xformers' Inputs.validate_inputs checks them: query,
+    key and value all BMK, BMHK or BMGHK, of one dtype and device, agreeing
+    in batch, heads and head size (no broadcasting), a tensor bias of the
+    scores' exact shape, a block diagonal mask on a batch of 1."""
+    where = "memory_efficient_attention"
+    named = (("query", query), ("key", key), ("value", value))
+    for name, t in named:
+        check.tensor(where, name, t, (3, 4, 5))
+    if key.dim() != query.dim() or value.dim() != query.dim():
+        raise ValueError(f"{where}: query, key and value must all be (batch, seq, dim), (batch, "
+                         f"seq, heads, dim) or (batch, seq, groups, heads, dim), got shapes "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    check.alike(where, named)
+    if query.size(-1) == 0:
+        raise ValueError(f"{where}: the head size must be positive, got query of shape "
+                         f"{tuple(query.shape)}")
+    batch, seq_q, heads = query.size(0), query.size(1), tuple(query.shape[2:-1])
+    seq_k = key.size(1)
+    if (tuple(key.shape) != (batch, seq_k) + heads + (query.size(-1),)
+            or tuple(value.shape) != (batch, seq_k) + heads + (value.size(-1),)):
+        raise ValueError(f"{where}: incompatible shapes: query {tuple(query.shape)}, key "
+                         f"{tuple(key.shape)}, value {tuple(value.shape)}: key and value need "
+                         f"query's batch and heads, key its head size (no broadcasting: "
+                         f"expand them first)")
+    if query.dim() == 3 and not (attn_bias is None or isinstance(attn_bias, torch.Tensor)
+                                 or type(attn_bias) is LowerTriangularMask):
+        raise ValueError(f"{where}: attn_bias of type {type(attn_bias).__name__} needs inputs "
+                         f"of shape (batch, seq, heads, dim), not (batch, seq, dim)")
+    bias = attn_bias if isinstance(attn_bias, torch.Tensor) else \
+        attn_bias.tensor() if isinstance(attn_bias, AttentionBias) else None
+    expected = (batch,) + heads + (seq_q, seq_k)
+    if bias is not None and tuple(bias.shape) != expected:
+        raise ValueError(f"{where}: the attention bias must have shape (batch, heads..., seq_q, "
+                         f"seq_k) = {expected}, got {tuple(bias.shape)}")
+    if isinstance(attn_bias, BlockDiagonalMask) and batch != 1:
+        raise ValueError(f"{where}: a block diagonal mask takes a batch of 1 (its sequences "
+                         f"packed), got query of shape {tuple(query.shape)}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{where}: p={p!r} must be in [0, 1]")
+
+
 def memory_efficient_attention(query, key, value, attn_bias=None, p=0.0, scale=None, *,
                                op=None, output_dtype=None):
     """softmax(query key^T * scale + attn_bias) value; ``op`` (a choice of
     CUDA kernel) is not needed."""
-    three_d = query.dim() == 3
-    if three_d:
-        query, key, value = query.unsqueeze(2), key.unsqueeze(2), value.unsqueeze(2)
-    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
-        raise ValueError(f"memory_efficient_attention: query, key and value must be (batch, seq, "
-                         f"heads, dim) or (batch, seq, dim), got {tuple(query.shape)}, "
-                         f"{tuple(key.shape)}, {tuple(value.shape)}")
-    seq_q, seq_k = query.size(1), key.size(1)
-    causal = isinstance(attn_bias, LowerTriangularMask)  # torch's causal attention
-    if attn_bias is None or isinstance(attn_bias, torch.Tensor):
-        keep, bias = None, attn_bias
-    elif isinstance(attn_bias, AttentionBias):
-        keep = None if causal else attn_bias.keep(seq_q, seq_k, query.device)
-        bias = attn_bias.tensor()
-    else:
+    _check(query, key, value, attn_bias, p)
+    if attn_bias is not None and not isinstance(attn_bias, (torch.Tensor, AttentionBias)):
         raise TypeError(f"memory_efficient_attention: attn_bias of type "
                         f"{type(attn_bias).__name__} is not supported on the NPU")
+    shape = query.shape[:-1] + (value.size(-1),)
+    # One heads dimension: (batch, seq, heads, dim), groups folded in (each
+    # reshape an op on the device: none where there is one already).
+    heads = math.prod(query.shape[2:-1])
+    if query.dim() != 4:
+        query, key, value = (t.reshape(t.size(0), t.size(1), heads, t.size(-1)) for t in
+                             (query, key, value))
+    seq_q, seq_k = query.size(1), key.size(1)
+    causal = isinstance(attn_bias, LowerTriangularMask)  # torch's causal attention
+    keep, bias = None, attn_bias
+    if isinstance(attn_bias, AttentionBias):
+        keep = None if causal else attn_bias.keep(seq_q, seq_k, query.device)
+        bias = attn_bias.tensor()
+    if bias is not None and bias.dim() != 4:
+        bias = bias.reshape(bias.size(0), heads, seq_q, seq_k)
     out = attend(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, keep,
                  bias, 0.0, p, causal=causal).transpose(1, 2)
-    if three_d:
-        out = out.squeeze(2)
+    if out.dim() != len(shape):
+        out = out.reshape(shape)
     return out if output_dtype is None else out.to(output_dtype)
 
 

@@ -15,30 +15,45 @@ says which findings ran.
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from . import scan as _scan, sources as _sources, spellings as _spellings
 from .scan import CUDA_OP
 from .sources import SourceError
-from .report import Report
+from .report import Report, shown
 
 
-def spellings():
-    """The mapping table, read for its source spellings."""
-    return _spellings.Spellings(_spellings.table_rows())
+def spellings(torch_npu=None):
+    """The mapping table, read for its source spellings: the one this
+    machine's NPU backend gets, or (torch_npu, a release line such as
+    "2.5") the one that release would get, from the names it has
+    (``surfaces/``); ValueError for a release with no surface."""
+    fused = None
+    if torch_npu is not None:
+        from .. import surfaces
+        from .advice import fused_names
+
+        fused = fused_names(surface=surfaces.read(torch_npu))
+    return _spellings.Spellings(_spellings.table_rows(torch_npu), fused)
 
 
-def scan_python(spellings, path, data):
+def count_lines(text):
+    """Lines as Python counts them (CRLF, CR or LF ends one)."""
+    n = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return n + (1 if text and not text.endswith(("\n", "\r")) else 0)
+
+
+def scan_python(spellings, path, data, insert="torch_npu"):
     """(findings, lines, source text, tree) of one Python file's bytes;
     SourceError when it cannot be read as Python."""
     text = _sources.decode_python(data)
     tree = _sources.parse_python(text, path)
-    findings = _scan.scan(spellings, text, tree)
+    findings = _scan.scan(spellings, text, tree, insert)
     for f in findings:
         f.file = path
-    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-    return findings, lines, text, tree
+    return findings, count_lines(text), text, tree
 
 
 def cuda_findings(path, data, kind):
@@ -57,6 +72,19 @@ def cuda_findings(path, data, kind):
     return out
 
 
+def link_reason(entry, root):
+    """Why a symbolic link in a tree is not read: what it points at is read
+    where it is (inside the tree), or not at all."""
+    target = os.path.realpath(entry.path)
+    inside = os.path.realpath(root)
+    if not os.path.exists(entry.path):
+        return "a broken symbolic link"
+    if target == inside or target.startswith(inside.rstrip(os.sep) + os.sep):
+        return f"a symbolic link (to {shown(entry.link)}): not followed, what it points at is " \
+               f"read where it is"
+    return f"a symbolic link out of the tree (to {shown(entry.link)}): not followed"
+
+
 def analyze(paths, spellings_=None, progress=None):
     """The report of a scan of the files and folders in paths."""
     sp = spellings_ if spellings_ is not None else spellings()
@@ -67,6 +95,9 @@ def analyze(paths, spellings_=None, progress=None):
         for entry in _sources.walk(root):
             if entry.error is not None:
                 report.skip(entry.path, entry.error)
+                continue
+            if entry.kind == "link":
+                report.skip(entry.path, SourceError(link_reason(entry, root)))
                 continue
             if entry.kind not in ("python", "cuda", "cpp"):
                 continue
@@ -124,19 +155,30 @@ def main(argv):
     parser.add_argument("--runtime-report", metavar="FILE",
                         help="the report of a migrated run (TRANSFER_TO_NPU_REPORT): say which "
                              "findings ran")
+    parser.add_argument("--torch-npu", metavar="VERSION",
+                        help="analyze for that torch_npu release line (2.1 ... 2.14): the names "
+                             "it has")
     args = parser.parse_args(argv)
+    missing = [p for p in args.paths if not os.path.lexists(p)]
+    if missing:
+        parser.error(f"PATH {shown(missing[0])!r} does not exist")
     runtime = None
     if args.runtime_report:
         try:
             runtime = load_runtime_report(args.runtime_report)
         except ValueError as exc:
             parser.error(str(exc))
-    report = analyze(args.paths)
+    try:
+        sp = spellings(args.torch_npu)
+    except ValueError as exc:
+        parser.error(f"--torch-npu: {exc}")
+    report = analyze(args.paths, sp)
     if runtime is not None:
         report.join_runtime(runtime)
     try:
         written = report.write(args.output) if args.output else ()
     except OSError as exc:
-        parser.error(f"--output {args.output!r}: cannot write the reports there ({exc.strerror})")
+        parser.error(f"--output {shown(args.output)!r}: cannot write the reports there "
+                     f"({exc.strerror})")
     report.print_summary(sys.stdout, written)
     return 0

@@ -1,13 +1,15 @@
 """The reports of ``analyze`` and ``convert``.
 
 In the offline migration tool's vocabulary, one CSV file per list (a header
-row, then one row per finding: file, line, column, kind, api, the code as
-written, what it becomes or why not, a suggestion):
+row, then one row per finding: file, first and last line, column, kind,
+api, the code as written, what it becomes or why not, a suggestion):
 
 * ``change_list.csv``: what is (or will be) converted;
 * ``unsupported_api.csv``: what is left as written: no NPU counterpart, a
   CUDA name the table does not know, code that needs a hand edit;
 * ``cuda_op_list.csv``: CUDA-only packages, kernels and C++ extensions;
+* ``advice_list.csv``: what runs as written but has a better NPU form
+  (torch_npu's fused operators, dtypes; ``advice.py``);
 
 and ``migration_report.json`` with the same rows, the files skipped and a
 summary.  ``join_runtime()`` marks the findings that ran in a migrated run
@@ -21,11 +23,25 @@ import os
 import sys
 
 from .. import _files
-from .scan import CHANGE, CUDA_OP, UNSUPPORTED
+from .scan import ADVICE, CHANGE, CUDA_OP, UNSUPPORTED
 
 LISTS = ((CHANGE, "change_list", "becomes"), (UNSUPPORTED, "unsupported_api", "reason"),
-         (CUDA_OP, "cuda_op_list", "reason"))
+         (CUDA_OP, "cuda_op_list", "reason"), (ADVICE, "advice_list", "advice"))
 JSON_NAME = "migration_report.json"
+COLUMNS = ("file", "line", "end_line", "column", "kind", "api", "code")
+
+
+def shown(path):
+    """A path as reports and the terminal show it: a name that is not
+    UTF-8 (a GBK name from a Windows archive) with its bytes escaped
+    (\\xb2), as no text file can hold them as they are."""
+    if path is None:
+        return None
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class Report:
@@ -41,7 +57,7 @@ class Report:
         self.joined = False
 
     def skip(self, path, error):
-        self.skipped.append({"file": path, "line": error.line, "column": error.column,
+        self.skipped.append({"file": shown(path), "line": error.line, "column": error.column,
                              "reason": error.reason})
 
     def rows(self, category, with_ran=None):
@@ -51,8 +67,9 @@ class Report:
         for f in self.findings:
             if f.category != category:
                 continue
-            row = {"file": f.file, "line": f.line, "column": f.column, "kind": f.kind,
-                   "api": f.api, "code": f.code, result: f.result, "suggestion": f.suggestion}
+            row = {"file": shown(f.file), "line": f.line, "end_line": f.end_line,
+                   "column": f.column, "kind": f.kind, "api": f.api, "code": f.code,
+                   result: f.result, "suggestion": f.suggestion}
             if with_ran:
                 row["ran"] = f.ran
             out.append(row)
@@ -69,7 +86,7 @@ class Report:
         """Files by how much in them is left to do by hand, most first."""
         per_file = {}
         for f in self.findings:
-            if f.category != CHANGE:
+            if f.category not in (CHANGE, ADVICE):
                 per_file[f.file] = per_file.get(f.file, 0) + 1
         return sorted(per_file.items(), key=lambda item: (-item[1], item[0]))
 
@@ -80,7 +97,7 @@ class Report:
 
         data = {
             "tool": self.tool,
-            "paths": self.paths,
+            "paths": [shown(p) for p in self.paths],
             "torch_version": torch.__version__,
             "backend": backends.installed,
             "summary": {
@@ -88,7 +105,7 @@ class Report:
                 "lines": self.lines, "seconds": round(self.seconds, 4),
                 "lines_per_second": round(self.lines / self.seconds) if self.seconds else None,
                 "counts": self.counts(),
-                "hand_work": [{"file": f, "findings": n} for f, n in self.hand_work()],
+                "hand_work": [{"file": shown(f), "findings": n} for f, n in self.hand_work()],
             },
             "skipped": self.skipped,
         }
@@ -102,7 +119,7 @@ class Report:
         written = []
         for category, name, result in LISTS:
             path = os.path.join(directory, name + ".csv")
-            columns = ["file", "line", "column", "kind", "api", "code", result, "suggestion"]
+            columns = list(COLUMNS) + [result, "suggestion"]
             if self.joined:
                 columns.append("ran")
             text = io.StringIO(newline="")
@@ -168,7 +185,7 @@ class Report:
             print("hand work first (unsupported APIs, hand edits and CUDA code per file):",
                   file=stream)
             for path, n in hand[:10]:
-                print(f"  {n:>6}  {path}", file=stream)
+                print(f"  {n:>6}  {shown(path)}", file=stream)
             if len(hand) > 10:
                 print(f"  ... and {len(hand) - 10} more files", file=stream)
         if self.skipped:
@@ -177,7 +194,7 @@ class Report:
                 where = f":{s['line']}" if s["line"] else ""
                 print(f"  {s['file']}{where}: {s['reason']}", file=stream)
         if written:
-            print(f"reports: {', '.join(written)}", file=stream)
+            print(f"reports: {', '.join(shown(w) for w in written)}", file=stream)
         else:
             print("(--output DIR writes the CSV and JSON reports)", file=stream)
 

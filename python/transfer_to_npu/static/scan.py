@@ -18,38 +18,23 @@ Positions are ast's: 1-based lines, columns in UTF-8 bytes.
 
 import ast
 import re
+import tokenize
 
+from .. import _cuda_only, _environment
 from .._rules import cuda_extensions
-from . import sources as _sources, spellings as _spellings
-from .spellings import hccl_backend, npu_device
+from . import advice as _advice, spellings as _spellings
+from .spellings import hccl_backend, is_path, npu_device
+from . import text as _text
+from .text import Text, split_lines
 
-CHANGE, UNSUPPORTED, CUDA_OP = "change", "unsupported", "cuda_op"
-
-# Packages that exist only for NVIDIA GPUs: what they are and what to use
-# on the NPU.  (The table may also serve some of them at run time: see
-# ``_package_finding``.)
-CUDA_PACKAGES = {
-    "flash_attn": ("FlashAttention's CUDA kernels",
-                   "torch.nn.functional.scaled_dot_product_attention, or "
-                   "torch_npu.npu_fusion_attention on Ascend"),
-    "apex": ("NVIDIA apex (CUDA amp, fused optimizers and norms)",
-             "torch.amp for mixed precision, torch.optim (AdamW, SGD), torch.nn.LayerNorm"),
-    "xformers": ("xFormers' CUDA attention kernels",
-                 "torch.nn.functional.scaled_dot_product_attention, or "
-                 "torch_npu.npu_fusion_attention on Ascend"),
-    "bitsandbytes": ("bitsandbytes' CUDA 8-bit and 4-bit kernels",
-                     "torch.optim optimizers; quantisation with an Ascend-supported library"),
-    "cupy": ("CuPy (NumPy on CUDA)", "numpy on the host, or torch tensors on the npu"),
-    "pynvml": ("NVIDIA's management library (NVML)",
-               "torch.npu memory functions (memory_allocated, mem_get_info), or npu-smi"),
-    "triton": ("Triton (GPU kernels compiled for CUDA)",
-               "torch ops, or an Ascend C / Triton-Ascend port of the kernel"),
-}
+CHANGE, UNSUPPORTED, CUDA_OP, ADVICE = "change", "unsupported", "cuda_op", _advice.ADVICE
 
 _EXTENSIONS = "torch.utils.cpp_extension."
 
 _FIELD = re.compile(r"\{[^{}]*\}")
-_PERCENT = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdi]")
+# Flags, then a width that does not start with 0: no two ways to read a run
+# of zeros (linear on any string).
+_PERCENT = re.compile(r"%[-#0 +]*(?:[1-9]\d*)?(?:\.\d+)?[sdi]")
 
 SUGGEST_DEVICE_CHECK = ("test for the npu too (after migration the device type is 'npu'): "
                         "device.type in ('cuda', 'npu')")
@@ -121,6 +106,21 @@ def _template_npu(text, filled):
     return "npu" + text[4:]
 
 
+def _prefix_npu(text):
+    """The NPU spelling of a prefix of CUDA device strings ('cuda',
+    'cuda:'), as startswith() tests one; None for any other string."""
+    if text == "cuda":
+        return "npu"
+    return _template_npu(text, text + "0") if text.startswith("cuda:") else None
+
+
+def _type_checking(test):
+    """Whether an if's test is typing's TYPE_CHECKING (true for type
+    checkers only: what its body imports is never imported at run time)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _walk(scan, tree):
     """One walk over the tree, in source order, recording what the scan
     looks at.  Iterative: machine-written code nests deeper than Python's
@@ -128,8 +128,9 @@ def _walk(scan, tree):
     s = scan
     aliases, from_names = s.aliases, s.from_names
     record = {ast.Call: s.calls, ast.Compare: s.compares, ast.Assign: s.assigns,
-              ast.FunctionDef: s.functions, ast.AsyncFunctionDef: s.functions,
-              ast.Lambda: s.functions, ast.Dict: s.dicts}
+              ast.AugAssign: s.assigns, ast.FunctionDef: s.functions,
+              ast.AsyncFunctionDef: s.functions, ast.Lambda: s.functions, ast.Dict: s.dicts,
+              ast.BinOp: s.binops}
     if hasattr(ast, "MatchValue"):
         record[ast.MatchValue] = s.compares
     children = ast.iter_child_nodes
@@ -184,6 +185,9 @@ def _walk(scan, tree):
                     type(values[0].value) is str and values[0].value.startswith("cuda"):
                 s.strings.append(node)
                 s.fstring_parts.update(id(v) for v in values)
+        elif t is ast.If:
+            if _type_checking(node.test) and node.body:
+                s.type_checking.append((node.body[0].lineno, node.body[-1].end_lineno))
         else:
             found = record.get(t)
             if found is not None:
@@ -194,17 +198,18 @@ def _walk(scan, tree):
 class Scan:
     """The findings of one file."""
 
-    def __init__(self, spellings, source, tree):
+    def __init__(self, spellings, source, tree, insert="torch_npu"):
         self.sp = spellings
         self.source = source
-        self._lines = None
+        self.insert = insert            # the module imported after torch's first import
+        self._src = None
         self.findings = []
         # name -> (dotted name, bound by `import` (a module for sure))
         self.aliases = {}
         self.from_names = set()
         self.imports, self.chains, self.names, self.calls = [], [], [], []
         self.compares, self.assigns, self.functions, self.dicts = [], [], [], []
-        self.strings, self.loose_attrs = [], []
+        self.strings, self.loose_attrs, self.type_checking, self.binops = [], [], [], []
         self.fstring_parts = set()
         self.handled = set()            # ids of string nodes already judged
         self.device_vars, self.backend_vars = set(), set()
@@ -214,6 +219,9 @@ class Scan:
         self.alias_uses = {}
         _walk(self, tree)
         self.aliases.setdefault("torch", ("torch", True))
+        if insert != "torch_npu":
+            self._imports()
+            return
         for node in self.calls:
             self._call(node)
         for chain in self.chains:
@@ -233,64 +241,71 @@ class Scan:
             self._compare(node)
         for node in self.strings:
             self._stray(node)
+        if spellings.fused is not None:
+            _advice.advise(self, spellings.fused)
 
     # --- text and findings -------------------------------------------------
 
     @property
-    def lines(self):
-        if self._lines is None:
-            self._lines = _sources.split_lines(self.source)
-        return self._lines
+    def src(self):
+        if self._src is None:
+            self._src = Text(self.source)
+        return self._src
 
-    def _char_col(self, line, col):
-        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        if text.isascii():
-            return col
-        return len(text.encode("utf-8")[:col].decode("utf-8", "replace"))
+    def span(self, node):
+        """Where a node is in the text: (start, end) offsets."""
+        src = self.src
+        return (src.index(node.lineno, node.col_offset),
+                src.index(node.end_lineno, node.end_col_offset))
 
     def text(self, node, limit=120):
         """The source of a node, on one line and at most ``limit`` long."""
-        l1, c1, l2, c2 = key(node)
-        lines = self.lines
-        if l1 == l2:
-            raw = lines[l1 - 1].encode("utf-8")[c1:c2].decode("utf-8", "replace")
-        else:
-            parts = [lines[l1 - 1].encode("utf-8")[c1:].decode("utf-8", "replace")]
-            parts += lines[l1:l2 - 1]
-            parts.append(lines[l2 - 1].encode("utf-8")[:c2].decode("utf-8", "replace"))
-            raw = " ".join(p.strip() for p in parts)
-        return raw if len(raw) <= limit else raw[:limit - 3] + "..."
+        return self._becomes(node, (), limit)
 
-    def _becomes(self, context, replacements, limit=160):
-        """context's text with the spans (line, col, end_col, new text)
-        replaced: what the code becomes."""
-        l1, c1, l2, c2 = key(context)
-        if l1 == l2 and all(r[0] == l1 for r in replacements):
-            raw = self.lines[l1 - 1].encode("utf-8")
-            out, pos = [], c1
-            for _, start, end, new in sorted(replacements):
-                out.append(raw[pos:start].decode("utf-8", "replace"))
-                out.append(new)
-                pos = end
-            out.append(raw[pos:c2].decode("utf-8", "replace"))
-            text = "".join(out)
-        else:
-            # On several lines (shown as one): each span's text replaced.
-            text = self.text(context, 10**6)
-            for line, start, end, new in replacements:
-                old = self.lines[line - 1].encode("utf-8")[start:end].decode("utf-8", "replace")
-                if old:
-                    text = text.replace(old, new, 1)
-                elif (line, start) == (l2, c2 - 1):  # inserted before the closing bracket
-                    text = text[:-1] + new + text[-1:]
-        return text if len(text) <= limit else text[:limit - 3] + "..."
+    def _becomes(self, context, splices, limit=160):
+        """context's text with the splices (start, end, new text) made:
+        what the code becomes, on one line and at most ``limit`` long.
+        Only the text that can be shown is read (a finding in a large
+        statement does not copy all of it)."""
+        s, e = self.span(context)
+        stop = min(e, s + 8 * limit)
+        out, pos = [], s
+        for start, end, new in sorted(splices):
+            if start < pos or end > stop:
+                continue
+            out.append(self.source[pos:start])
+            out.append(new)
+            pos = end
+        out.append(self.source[pos:stop])
+        return _one_line("".join(out), limit, stop < e)
 
     def add(self, category, kind, api, node, result, suggestion="", edits=(), code=None):
         f = Finding(category, kind, api, code if code is not None else self.text(node), result,
                     suggestion, node.lineno, node.col_offset, node.end_lineno,
-                    self._char_col(node.lineno, node.col_offset) + 1, edits)
+                    self.src.char_col(node.lineno, node.col_offset) + 1, edits)
         self.findings.append(f)
         return f
+
+    def change(self, kind, api, node, splices, context=None, code=None):
+        """A change made by the splices (start, end, new text), shown on
+        context (by default the node)."""
+        context = node if context is None else context
+        if None in splices:
+            # A piece of it not written as the tree reads it (a name in
+            # another Unicode form, an unusual layout): left to a hand edit.
+            return self.add(UNSUPPORTED, "hand_edit", api, node,
+                            "not converted automatically: its text is not as expected",
+                            "convert it by hand", code=code)
+        return self.add(CHANGE, kind, api, node, self._becomes(context, splices),
+                        edits=[("splice",) + sp for sp in splices],
+                        code=code if code is not None else self.text(context))
+
+    def _name_splice(self, attr_node, new):
+        """The splice that renames an Attribute's attribute (its last
+        name, which ends the node)."""
+        end = self.src.index(attr_node.end_lineno, attr_node.end_col_offset)
+        start = end - len(attr_node.attr)
+        return (start, end, new) if self.source[start:end] == attr_node.attr else None
 
     # --- names ---------------------------------------------------------------
 
@@ -385,6 +400,25 @@ class Scan:
             elif type(e) is ast.Name:
                 self.backend_vars.add(e.id)
 
+    def _literal_splice(self, node, new):
+        """The splice that makes a string literal (as written: its prefix
+        and quotes) hold new."""
+        s, e = self.span(node)
+        return (s, e, _literal_text(self.source[s:e], new))
+
+    def _fstring_splice(self, node, new):
+        """The splice that makes an f-string's first text new, or None
+        when that text is not written as it reads (escapes, braces)."""
+        s, e = self.span(node)
+        old = self.source[s:e]
+        n = _prefix_len(old)
+        quote = old[n:n + 3] if old[n:n + 3] in ('"""', "'''") else old[n:n + 1]
+        first = node.values[0].value
+        head = n + len(quote)
+        if not quote or old[head:head + len(first)] != first:
+            return None
+        return (s + head, s + head + len(first), new)
+
     def _value_findings(self, values, context, kind, api, what="device"):
         for op, node, new in values:
             if op == "invalid":
@@ -392,15 +426,14 @@ class Scan:
                          f"a malformed CUDA {what} string: torch rejects it",
                          "write a valid device ('cuda' or 'cuda:N')", code=self.text(context))
                 continue
-            if op == "fstring":
-                written = self.text(node, 10**6).replace(node.values[0].value, new, 1)
-                edit = ("fstring", key(node), new)
-            else:
-                written = _literal_text(self.text(node, 10**6), new)
-                edit = ("literal", key(node), new)
-            self.add(CHANGE, kind, api, node, self._becomes(context, [
-                (node.lineno, node.col_offset, node.end_col_offset, written)]),
-                edits=[edit], code=self.text(context))
+            splice = self._fstring_splice(node, new) if op == "fstring" else \
+                self._literal_splice(node, new)
+            if splice is None:
+                self.add(UNSUPPORTED, "hand_edit", api, node,
+                         "a CUDA device template written with escapes: not rewritten",
+                         "write 'npu' in it by hand", code=self.text(context))
+                continue
+            self.change(kind, api, node, [splice], context)
 
     def _device_arg(self, expr, context, kind, api):
         out = []
@@ -444,11 +477,8 @@ class Scan:
                     self._backend_arg(k.value, node, m.kind, api)
                     handled_kws.add(k.arg)
             if member and m.rename:
-                new = m.rename.rpartition(".")[2]
-                end = func.end_col_offset
-                self.add(CHANGE, m.kind, api, node, self._becomes(node, [
-                    (func.end_lineno, end - len(func.attr.encode()), end, new)]),
-                    edits=[("attr", key(func), new)])
+                self.change(m.kind, api, node, [
+                    self._name_splice(func, m.rename.rpartition(".")[2])])
             if m.default is not None:
                 self._default(node, m, starred)
             if m.keyword_swap is not None:
@@ -466,14 +496,31 @@ class Scan:
                 self._backend_arg(k.value, node, "backend", f"{k.arg}=")
         if args and isinstance(args[0], ast.Constant) and type(args[0].value) is str:
             self._option(node, args[0].value)
+            if isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith"):
+                self._prefix_test(node, func.value, [args[0]])
+            elif isinstance(func, (ast.Attribute, ast.Name)):
+                self._patch_target(node, func, q, args[0])
+        elif args and isinstance(args[0], ast.Tuple) and isinstance(func, ast.Attribute) and \
+                func.attr in ("startswith", "endswith"):
+            self._prefix_test(node, func.value, args[0].elts)
         if q is not None:
             if q.startswith(_EXTENSIONS):
                 self._extension(node, q)
-            top = q.partition(".")[0]
-            if top in CUDA_PACKAGES and top != "triton":
-                what, suggestion = CUDA_PACKAGES[top]
-                self.add(CUDA_OP, "package_api", q, node,
-                         f"{what}: no NPU build", self._package_suggestion(top, suggestion))
+            found = _cuda_only.lookup(q)
+            if found is not None and found[0] == "package" and found[1] != "triton":
+                self.add(CUDA_OP, "package_api", q, node, f"{found[2]}: no NPU build",
+                         self._package_suggestion(found[1], found[3]))
+            elif q in _ENVIRON_WRITES and args and isinstance(args[0], ast.Constant):
+                self._environ_write(args[0], node)
+            elif q == "os.environ.update":
+                for k in _dict_keys(node):
+                    self._environ_write(k, node)
+            elif q.rpartition(".")[2] in ("DataParallel", "data_parallel") and \
+                    self.sp.is_data_parallel(q):
+                self.add(UNSUPPORTED, "hand_edit", "torch.nn.DataParallel", node,
+                         "single-process data parallelism: on Ascend, training on several "
+                         "npus runs DistributedDataParallel, one process per device",
+                         "use torch.nn.parallel.DistributedDataParallel under torchrun")
 
     def _option(self, node, name):
         """A command-line option or setting named for a device or a backend
@@ -497,33 +544,44 @@ class Scan:
     def _default(self, node, m, starred):
         param, position, value = m.default
         if starred < len(node.args) or position < len(node.args) or \
-                any(k.arg in (param, None) for k in node.keywords):
+                any(k.arg in (param, None) for k in node.keywords) or \
+                any(isinstance(a, ast.GeneratorExp) for a in node.args):
             return
-        text = f"{param}={value!r}"
-        end = node.end_col_offset - 1  # before ")"
-        self.add(CHANGE, "default", m.source, node, self._becomes(node, [
-            (node.end_lineno, end, end, (", " if node.args or node.keywords else "") + text)]),
-            "", edits=[("add_keyword", key(node), param, repr(value))])
+        splice = self._argument_splice(node, f"{param}={value!r}")
+        if splice is not None:
+            self.change("default", m.source, node, [splice])
+
+    def _argument_splice(self, call, text):
+        """The splice that adds text as the call's last argument (after
+        its arguments, before a trailing comma), or None when the call's
+        text does not read as expected."""
+        s, e = self.span(call)
+        tokens = _tokens(self.source[s:e])
+        if tokens is None or len(tokens) < 2 or tokens[-1][0] != ")":
+            return None
+        last, close = tokens[-2], tokens[-1]
+        if last[0] == "(":
+            return (s + close[1], s + close[1], text)
+        if last[0] == ",":
+            return (s + last[2], s + last[2], f" {text},")
+        return (s + last[2], s + last[2], f", {text}")
 
     def _keyword_swap(self, node, m):
         kw, value, new = m.keyword_swap
         for k in node.keywords:
             if k.arg == kw and isinstance(k.value, ast.Constant) and k.value.value == value:
-                text = ", ".join(f"{a}={v}" for a, v in new)
-                self.add(CHANGE, m.kind, m.source, node, self._becomes(node, [
-                    (k.lineno, k.col_offset, k.end_col_offset, text)])
-                    if k.lineno == k.end_lineno else text,
-                    edits=[("swap_keyword", key(node), kw, new)])
+                s, e = self.span(k)
+                self.change(m.kind, m.source, node,
+                            [(s, e, ", ".join(f"{a}={v}" for a, v in new))])
 
     def _call_replace(self, node, m):
         attr, args = m.call
         func = node.func
         if isinstance(func, ast.Attribute):
-            end = func.end_col_offset
-            self.add(CHANGE, m.kind, m.source, node, self._becomes(node, [
-                (func.end_lineno, end - len(func.attr.encode()), end, attr),
-                (node.end_lineno, node.end_col_offset - 1, node.end_col_offset - 1, args)]),
-                edits=[("call", key(node), attr, args)])
+            close = self.span(node)[1] - 1
+            if self.source[close:close + 1] == ")":
+                self.change(m.kind, m.source, node,
+                            [self._name_splice(func, attr), (close, close, args)])
         else:
             self.add(UNSUPPORTED, "hand_edit", m.source, node,
                      f"imported by name: call {attr}({args}) instead", f"{attr}({args})")
@@ -571,6 +629,52 @@ class Scan:
                      "port the kernels to Ascend C (or to torch ops) and build them with "
                      "torch_npu's extension tools")
 
+    def _patch_target(self, node, func, q, arg):
+        """mock.patch('torch.cuda.X'), monkeypatch.setattr('torch.cuda.X',
+        ...): the name patched is the one the converted code calls."""
+        name = func.attr if isinstance(func, ast.Attribute) else func.id
+        path = arg.value
+        if not (name == "patch" or (name in ("setattr", "delattr") and q is None)) or \
+                not path.startswith("torch.") or not is_path(path):
+            return
+        m = self.sp.lookup(path)
+        if m is None or m.member:
+            return
+        self.handled.add(id(arg))
+        if m.rename is not None and m.rename.count(".") == path.count("."):
+            self.change("patch_target", m.source, arg, [self._literal_splice(arg, m.rename)],
+                        node)
+        elif m.unsupported is not None or m.runtime is not None or m.rename is not None:
+            self.add(UNSUPPORTED, "hand_edit", m.source, arg,
+                     "patches a CUDA API that converted code does not call as written",
+                     "patch what the converted code calls", code=self.text(node))
+
+    # --- environment variables -----------------------------------------------
+
+    def _environ_write(self, key_node, context):
+        """os.environ['CUDA_VISIBLE_DEVICES'] = ...: a variable the NPU reads
+        under another name (renamed when it takes the same value), or one
+        it has no counterpart of."""
+        if not isinstance(key_node, ast.Constant) or type(key_node.value) is not str:
+            return
+        name = key_node.value
+        self.handled.add(id(key_node))
+        carried = _CARRIED.get(name)
+        if carried is not None:
+            npu, carry = carried
+            if carry is _environment._as_is:
+                self.change("environment", name, key_node,
+                            [self._literal_splice(key_node, npu)], context)
+            else:
+                why = (carry.__doc__ or "").strip().split("\n\n")[0]
+                self.add(UNSUPPORTED, "hand_edit", name, key_node,
+                         f"the NPU reads {npu}, in another form: {' '.join(why.split())}",
+                         f"set {npu} as the NPU reads it", code=self.text(context))
+        elif name in _environment.UNSUPPORTED:
+            self.add(UNSUPPORTED, "unsupported", name, key_node,
+                     f"no NPU counterpart ({_environment.UNSUPPORTED[name]})",
+                     "remove it, or set it for CUDA runs only", code=self.text(context))
+
     # --- references --------------------------------------------------------
 
     def _chain(self, outer, root, nodes, attrs):
@@ -601,7 +705,7 @@ class Scan:
             elif parts[0] == "torch" and _cuda_part(parts):
                 self._unknown(outer, root.id, nb, q)
             return
-        self._reference(m, node, root.id, nodes, parts[:k], nb)
+        self._reference(m, node, root, nodes, parts[:k], nb)
 
     def _name(self, node):
         """A name imported from a CUDA module, used bare."""
@@ -609,7 +713,7 @@ class Scan:
         m = self.sp.lookup(q)
         if m is not None:
             if m.unsupported or m.runtime:
-                self._reference(m, node, node.id, [], q.split("."), len(q.split(".")))
+                self._reference(m, node, node, [], q.split("."), len(q.split(".")))
         elif q.startswith("torch.") and _cuda_part(q.split(".")) and q not in self.sp.modules:
             self._use(node.id, False, None, None)
 
@@ -623,12 +727,12 @@ class Scan:
         if m.unsupported is not None:
             self.add(UNSUPPORTED, "unsupported", m.source, node, m.unsupported,
                      "remove it, or guard it for CUDA only")
-            self._use(root, False, None, None)
+            self._use(root.id, False, None, None)
             return
         if m.runtime is not None:
             self.add(UNSUPPORTED, "runtime_only", m.source, node, m.runtime,
                      "run it migrated (python -m transfer_to_npu), or replace it by hand")
-            self._use(root, False, None, None)
+            self._use(root.id, False, None, None)
             return
         if m.rename is None:
             return
@@ -638,9 +742,7 @@ class Scan:
             self._rename_attrs(node, [(node, target[-1])], m)
             return
         if len(target) != len(source_parts):
-            self.add(UNSUPPORTED, "hand_edit", m.source, node,
-                     f"spelled through another path: it becomes {m.rename}",
-                     f"write {m.rename}")
+            self._respell(m, node, root, target, source_parts, nb)
             return
         renames = [(nodes[i - nb], target[i]) for i in range(nb, len(target))
                    if source_parts[i] != target[i]]
@@ -648,20 +750,31 @@ class Scan:
             # The import that binds the root must bind the NPU module.
             f = self._rename_attrs(node, renames, m)
             base = ".".join(target[:nb])
-            f.result = f"{f.result} (with {root} bound to {base})"
-            self._use(root, True, base, f)
+            f.result = f"{f.result} (with {root.id} bound to {base})"
+            self._use(root.id, True, base, f)
             return
         if renames:
             self._rename_attrs(node, renames, m)
 
+    def _respell(self, m, node, root, target, source_parts, nb):
+        """A name whose NPU counterpart has another path
+        (torch.backends.cuda.matmul.allow_tf32 -> torch.npu.matmul.allow_hf32):
+        written anew after the root, when the root names the same module in
+        both."""
+        s, e = self.span(node)
+        after_root = self.span(root)[1]
+        if root is node or target[:nb] != source_parts[:nb] or \
+                not self.source[after_root:e].lstrip().startswith("."):
+            self.add(UNSUPPORTED, "hand_edit", m.source, node,
+                     f"spelled through another path: it becomes {m.rename}",
+                     f"write {m.rename}")
+            self._use(root.id, False, None, None)
+            return
+        self.change(m.kind, m.source, node, [(after_root, e, "." + ".".join(target[nb:]))])
+
     def _rename_attrs(self, node, renames, m):
-        edits = [("attr", key(n), new) for n, new in renames]
-        spans = []
-        for n, new in renames:
-            end = n.end_col_offset
-            spans.append((n.end_lineno, end - len(n.attr.encode()), end, new))
-        becomes = self._becomes(node, spans) if spans else self.text(node)
-        return self.add(CHANGE, m.kind, m.source, node, becomes, edits=edits)
+        return self.change(m.kind, m.source, node,
+                           [self._name_splice(n, new) for n, new in renames])
 
     def _module_rename(self, outer, root, nodes, parts, nb):
         q = ".".join(parts)
@@ -671,11 +784,7 @@ class Scan:
             return
         renames = [(nodes[i - nb], target[i]) for i in range(nb, len(target))
                    if parts[i] != target[i]]
-        node = nodes[-1]
-        edits = [("attr", key(n), new) for n, new in renames]
-        spans = [(n.end_lineno, n.end_col_offset - len(n.attr.encode()), n.end_col_offset, new)
-                 for n, new in renames]
-        self.add(CHANGE, "module", q, node, self._becomes(node, spans), edits=edits)
+        self.change("module", q, nodes[-1], [self._name_splice(n, new) for n, new in renames])
 
     def _unknown(self, node, root, nb, q):
         self.add(UNSUPPORTED, "unknown", q, node,
@@ -689,7 +798,7 @@ class Scan:
     # --- imports ---------------------------------------------------------
 
     def _imports(self):
-        first_torch, has_torch_npu = None, False
+        first_torch, has_insert = None, False
         for node in self.imports:
             if isinstance(node, ast.Import):
                 modules = [a.name for a in node.names]
@@ -697,24 +806,61 @@ class Scan:
                 modules = [node.module] if node.module and not node.level else []
             for module in modules:
                 top = module.partition(".")[0]
-                if top in CUDA_PACKAGES:
-                    what, suggestion = CUDA_PACKAGES[top]
-                    self.add(CUDA_OP, "package", module, node, f"{what}: no NPU build",
-                             self._package_suggestion(top, suggestion))
-                elif top == "torch_npu":
-                    has_torch_npu = True
-                elif top == "torch" and first_torch is None:
+                found = _cuda_only.lookup(module) if self.insert == "torch_npu" else None
+                if found is not None:
+                    kind, name, what, use = found
+                    self.add(CUDA_OP, kind, module, node, f"{what}: no NPU build",
+                             self._package_suggestion(name, use))
+                elif top == self.insert:
+                    has_insert = True
+                elif top == "torch" and first_torch is None and not self._checking_only(node):
                     first_torch = node
+            if self.insert != "torch_npu":
+                continue
             if isinstance(node, ast.Import):
                 for i, a in enumerate(node.names):
                     if a.asname and a.name in self.sp.modules:
                         self._rebind_import(node, i, a)
             elif modules and modules[0].partition(".")[0] == "torch":
                 self._rebind_from(node)
-        if first_torch is not None and not has_torch_npu:
-            self.add(CHANGE, "import", "torch_npu", first_torch,
-                     f"{self.text(first_torch)}; import torch_npu",
-                     edits=[("insert_after", first_torch.lineno, "import torch_npu")])
+        if first_torch is not None and not has_insert:
+            # Before the import when the import itself becomes the NPU's
+            # (torch.npu exists once torch_npu is imported), else after it.
+            before = any((f.line, f.col) == (first_torch.lineno, first_torch.col_offset) and
+                         f.category == CHANGE and f.kind == "import" for f in self.findings)
+            splice = self._statement_insert(first_torch, f"import {self.insert}", before)
+            self.add(CHANGE, "import", self.insert, first_torch,
+                     f"import {self.insert}; {self.text(first_torch)}" if before else
+                     f"{self.text(first_torch)}; import {self.insert}",
+                     edits=[("splice",) + splice])
+
+    def _checking_only(self, node):
+        return any(a <= node.lineno <= b for a, b in self.type_checking)
+
+    def _statement_insert(self, stmt, text, before):
+        """The splice that puts the statement text just before or after a
+        simple statement: a line of its own at the statement's indentation
+        when the statement has its line to itself, else on its line,
+        separated by ';'."""
+        src = self.src
+        s, e = self.span(stmt)
+        alone = src.logical_start(stmt.lineno, stmt.col_offset) == stmt.lineno and \
+            not src.line(stmt.lineno)[:src.char_col(stmt.lineno, stmt.col_offset)].strip(" \t\f")
+        if before:
+            if alone:
+                at = src.starts[stmt.lineno - 1]
+                return (at, at, src.indent(stmt.lineno) + text + src.newline(stmt.lineno))
+            return (s, s, f"{text}; ")
+        line = stmt.end_lineno
+        rest = src.line(line)[src.char_col(line, stmt.end_col_offset):].strip(" \t\f")
+        if alone and (not rest or rest.startswith("#")):
+            added = src.indent(stmt.lineno) + text
+            if line < len(src.lines):
+                return (src.starts[line], src.starts[line], added + src.newline(line))
+            return (len(self.source), len(self.source), src.newline(line) + added)
+        if not rest or rest.startswith(("#", ";")):
+            return (e, e, f"; {text}")
+        return (s, s, f"{text}; ")
 
     def _package_suggestion(self, top, suggestion):
         served = sorted(s for s in self.sp.names if s.partition(".")[0] == top)
@@ -740,9 +886,8 @@ class Scan:
     def _rebind_import(self, node, index, alias):
         new = self.sp.modules[alias.name]
         if self._uses_allow(alias.asname, new):
-            self.add(CHANGE, "import", alias.name, node,
-                     f"import {new} as {alias.asname}",
-                     edits=[("import", key(node), index, new)])
+            self.change("import", alias.name, node,
+                        [self.span(alias) + (f"{new} as {alias.asname}",)])
         else:
             self.add(UNSUPPORTED, "hand_edit", alias.name, node,
                      f"{alias.asname} is used for names the NPU module lacks",
@@ -766,15 +911,16 @@ class Scan:
                 blockers.append(a.name)
                 target = q
             elif m is None and _cuda_part(q.split(".")):
-                blockers.append(a.name)
+                # A CUDA name the table does not know, from a CUDA module
+                # (torch.cuda, not cpp_extension's CUDAExtension).
+                if _cuda_part(node.module.split(".")):
+                    blockers.append(a.name)
                 target = q
             else:
                 target = q
             if target != q and not self._uses_allow(local, target):
                 blockers.append(a.name)
             targets.append((a, local, q, target))
-        if all(t == q for _, _, q, t in targets):
-            return
         module = {t.rpartition(".")[0] for a, _, q, t in targets}
         if blockers or len(module) != 1:
             names = ", ".join(blockers) if blockers else "names from different modules"
@@ -786,25 +932,42 @@ class Scan:
                     self._demote(local, f"{q} is imported by name")
             return
         new_module = module.pop()
+        if new_module == node.module and all(t == q for _, _, q, t in targets):
+            return
+        splices = [] if new_module == node.module else [self._module_splice(node, new_module)]
         names = []
         for a, local, q, t in targets:
             name = t.rpartition(".")[2]
-            names.append((name, local if local != name else None))
-        text = f"from {new_module} import " + ", ".join(
-            n if a is None else f"{n} as {a}" for n, a in names)
-        self.add(CHANGE, "import", node.module, node, text,
-                 edits=[("import_from", key(node), new_module, names)])
+            asname = local if local != name else None
+            names.append(name if asname is None else f"{name} as {asname}")
+            if (a.name, a.asname) != (name, asname):
+                splices.append(self.span(a) + (names[-1],))
+        self.change("import", node.module, node, splices)
+
+    def _module_splice(self, node, new_module):
+        """The splice that names another module in a from-import."""
+        s, e = self.span(node)
+        tokens = _tokens(self.source[s:e])
+        if not tokens or tokens[0][0] != "from":
+            return None
+        end = next((i for i, t in enumerate(tokens) if t[0] == "import"), None)
+        if end is None or end < 2:
+            return None
+        return (s + tokens[1][1], s + tokens[end - 1][2], new_module)
 
     # --- assignments, defaults, dicts ---------------------------------------
 
     def _assign(self, node):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
-            if isinstance(t, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
-                    and len(t.elts) == len(node.value.elts):
+            if isinstance(t, ast.Subscript) and self.qual(t.value) == "os.environ":
+                self._environ_write(t.slice, node)
+            elif isinstance(t, (ast.Tuple, ast.List)) and \
+                    isinstance(node.value, (ast.Tuple, ast.List)) and \
+                    len(t.elts) == len(node.value.elts):
                 for te, ve in zip(t.elts, node.value.elts):
                     self._named_value(_target_name(te), ve, node)
-            else:
+            elif not isinstance(node, ast.AugAssign):
                 self._named_value(_target_name(t), node.value, node)
 
     def _named_value(self, name, value, context):
@@ -829,9 +992,9 @@ class Scan:
             q = self.qual(d.func if isinstance(d, ast.Call) else d)
             if q and q.partition(".")[0] == "triton" and \
                     q.rpartition(".")[2] in ("jit", "autotune", "heuristics"):
-                what, suggestion = CUDA_PACKAGES["triton"]
+                what, use = _cuda_only.PACKAGES["triton"]
                 self.add(CUDA_OP, "kernel", q, d, "a Triton GPU kernel: it needs an NPU port",
-                         self._package_suggestion("triton", suggestion),
+                         self._package_suggestion("triton", use),
                          code=f"@{self.text(d)} def {node.name}(...)")
                 break
 
@@ -842,8 +1005,78 @@ class Scan:
 
     # --- tests of the device or backend ---------------------------------------
 
+    def _subject(self, e):
+        """What an expression a test compares holds, as far as the
+        conversion decides it: "device" for a device or device type whose
+        CUDA spelling the conversion makes the npu's (a variable, parameter,
+        attribute or key named for a device or holding one, x.device,
+        its .type, str() of one, torch.device(...)), "backend" for a
+        backend so named, else None."""
+        t = type(e)
+        name = None
+        if t is ast.Name:
+            if e.id in self.device_vars:
+                return "device"
+            if e.id in self.backend_vars:
+                return "backend"
+            name = e.id
+        elif t is ast.Attribute:
+            if e.attr == "type":
+                return "device" if self._subject(e.value) == "device" else None
+            name = e.attr
+        elif t is ast.Subscript:
+            s = e.slice
+            if isinstance(s, ast.Constant) and type(s.value) is str and s.value.isidentifier():
+                name = s.value
+        elif t is ast.Call:
+            q = self.qual(e.func)
+            if q == "torch.device":
+                return "device"
+            if isinstance(e.func, ast.Name) and e.func.id == "str" and len(e.args) == 1:
+                return self._subject(e.args[0])
+        if name is None:
+            return None
+        if self.sp.names_device(name):
+            return "device"
+        if self.sp.names_backend(name):
+            return "backend"
+        return None
+
+    def _convert_test(self, node, subject, literals, prefix=False):
+        """The CUDA (or NCCL) literals a test compares a converted device
+        (or backend) with, converted with it; False when there are none."""
+        splices = []
+        for e in literals:
+            if not (isinstance(e, ast.Constant) and type(e.value) is str):
+                continue
+            if subject == "device":
+                new = _prefix_npu(e.value) if prefix else _device_or_invalid(e.value) or None
+            else:
+                new = hccl_backend(e.value)
+            if new is not None:
+                self.handled.add(id(e))
+                splices.append(self._literal_splice(e, new))
+        if not splices:
+            return False
+        self.change(f"{subject}_check", f"{subject} check", node, splices)
+        return True
+
+    def _prefix_test(self, node, subject_node, literals):
+        """device.startswith('cuda')."""
+        subject = self._subject(subject_node)
+        if subject == "device":
+            self._convert_test(node, subject, literals, prefix=True)
+
     def _compare(self, node):
-        operands = [node.value] if isinstance(node, ast.MatchValue) else \
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)):
+            for this, other in ((node.left, node.comparators[0]),
+                                (node.comparators[0], node.left)):
+                subject = self._subject(other)
+                elts = this.elts if isinstance(this, (ast.Tuple, ast.List, ast.Set)) else [this]
+                if subject is not None and self._convert_test(node, subject, elts):
+                    return
+        operands = [node.value] if not isinstance(node, ast.Compare) else \
             [node.left] + node.comparators
         device = backend = False
         for op in operands:
@@ -887,6 +1120,60 @@ class Scan:
             self.add(UNSUPPORTED, "hand_edit", "backend string", node,
                      "names NCCL outside a backend argument: not rewritten",
                      "write 'hccl' if it names the process-group backend")
+        elif v.startswith("torch.") and is_path(v) and _cuda_part(v.split(".")):
+            m = self.sp.lookup(v)
+            if m is not None and (m.rename or m.unsupported or m.runtime):
+                self.add(UNSUPPORTED, "hand_edit", "API name", node,
+                         f"names {m.source} in a string: not rewritten",
+                         f"write {m.rename}" if m.rename else "check what uses the name")
+
+
+# The environment's CUDA-side variables the NPU reads under another name:
+# name -> (the NPU's, how a value is carried).
+_CARRIED = {}
+for _cuda, _npu, _carry in _environment.CARRIED:
+    _CARRIED.setdefault(_cuda, (_npu, _carry))
+
+# Calls that write an environment variable, its name first.
+_ENVIRON_WRITES = ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__")
+
+
+def _dict_keys(call):
+    """The keys of the dict display os.environ.update() is given."""
+    if call.args and isinstance(call.args[0], ast.Dict):
+        return [k for k in call.args[0].keys if k is not None]
+    return []
+
+
+def _one_line(raw, limit, cut=False):
+    """Source text on one line (its lines stripped and joined), at most
+    limit long; cut: there is more of it."""
+    if "\n" in raw or "\r" in raw:
+        raw = " ".join(p.strip() for p in split_lines(raw))
+    return raw if len(raw) <= limit and not cut else raw[:limit - 3] + "..."
+
+
+_SKIPPED_TOKENS = frozenset((tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
+                             tokenize.DEDENT, tokenize.ENDMARKER))
+
+
+def _tokens(text):
+    """The tokens of a piece of source (an expression or one statement) as
+    (string, start, end) offsets in it, comments and line breaks left out;
+    None when it does not tokenize."""
+    starts = [0]
+    for m in re.finditer(r"\r\n|\r|\n", text):
+        starts.append(m.end())
+    out = []
+    try:
+        for tok in _text.tokens(text):
+            if tok.type in _SKIPPED_TOKENS:
+                continue
+            (r1, c1), (r2, c2) = tok.start, tok.end
+            out.append((tok.string, starts[r1 - 1] + c1, starts[r2 - 1] + c2))
+    except (tokenize.TokenError, SyntaxError, IndexError):
+        return None
+    return out
 
 
 def _alternatives(expr):
@@ -926,13 +1213,17 @@ def _literal_text(old, new):
     n = _prefix_len(old)
     prefix, rest = old[:n], old[n:]
     quote = rest[:3] if rest[:3] in ('"""', "'''") else rest[:1]
-    if not quote or not rest.endswith(quote) or len(rest) < 2 * len(quote):
+    if not quote or not rest.endswith(quote) or len(rest) < 2 * len(quote) or \
+            rest[len(quote):-len(quote)].count(quote[0]) or "\\" in rest or \
+            any(c in rest for c in "\r\n") and len(quote) == 1:
         return repr(new)
     return f"{prefix}{quote}{new}{quote}"
 
 
-def scan(spellings, source, tree):
-    """The findings of one parsed file, in the order of the source."""
-    findings = Scan(spellings, source, tree).findings
+def scan(spellings, source, tree, insert="torch_npu"):
+    """The findings of one parsed file, in the order of the source.  With
+    insert another module (``transfer_to_npu``), only its import after
+    torch's first one."""
+    findings = Scan(spellings, source, tree, insert).findings
     findings.sort(key=lambda f: (f.line, f.column))
     return findings

@@ -1,17 +1,17 @@
 """The files of a code base, as the static tools read them.
 
-``walk()`` lists a tree's files (symbolic links to directories followed
-once: a loop is reported, not followed again); ``read_python()`` decodes a
+``walk()`` lists a tree's files, once each (a symbolic link in it is an
+entry of its own, never followed); ``decode_python()`` decodes a
 Python file as Python does (its coding cookie, a BOM) and parses it.  A
 file that cannot be read, decoded or parsed raises ``SourceError`` naming
 why and where: the tools report it and go on with the next file.
 """
 
 import ast
+import bisect
 import io
 import os
 import re
-import stat
 import sys
 import time
 import tokenize
@@ -27,9 +27,11 @@ CPP_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx")
 _SKIP_DIRS = frozenset(("__pycache__", ".git", ".hg", ".svn", ".tox", ".mypy_cache",
                         ".pytest_cache", "node_modules"))
 
+# On one line (a directive is one): [ \t] rather than \s, and no run that
+# may cross lines, so that a file of blank lines is read in linear time.
 _CUDA_INCLUDE = re.compile(
-    rb'^\s*#\s*include\s*[<"]((?:cuda|cublas|cudnn|curand|cusparse|cufft|nccl|thrust/|cub/|'
-    rb'ATen/cuda/|c10/cuda/)[^>"]*)[>"]', re.M)
+    rb'^[ \t]*#[ \t]*include[ \t]*[<"]((?:cuda|cublas|cudnn|curand|cusparse|cufft|nccl|thrust/|'
+    rb'cub/|ATen/cuda/|c10/cuda/)[^>"\r\n]*)[>"]', re.M)
 
 
 class SourceError(Exception):
@@ -61,12 +63,14 @@ def kind_of(name):
     return "other"
 
 
-def walk(root, follow_links=True, skip=_SKIP_DIRS):
+def walk(root, skip=_SKIP_DIRS, top_skip=()):
     """The entries under root (a file or a directory), in a stable order,
-    but for the directories named in ``skip``.  With ``follow_links`` a
-    symbolic link to a directory is walked (once: one that leads back into
-    a directory being walked is a loop, reported as an error entry);
-    without, any symbolic link is an entry of kind "link"."""
+    but for the directories named in ``skip`` (anywhere) and ``top_skip``
+    (in root itself).  Each directory is an entry of kind "dir" before what
+    it holds.  A symbolic link inside the tree is an entry of kind "link"
+    (its target in ``link``), never followed: what it points at is walked
+    where it is, if inside the tree, and not at all if outside.  Root
+    itself, named by the user, is followed."""
     if not os.path.lexists(root):
         yield Entry(root, "", "other", SourceError("no such file or directory"))
         return
@@ -82,53 +86,62 @@ def walk(root, follow_links=True, skip=_SKIP_DIRS):
     except OSError as exc:
         yield Entry(root, "", "other", SourceError(f"cannot read it ({exc.strerror})"))
         return
-    yield from _walk_dir(root, "", {(st.st_dev, st.st_ino)}, follow_links, frozenset(skip))
+    yield from _walk_dir(root, "", {(st.st_dev, st.st_ino)}, frozenset(skip),
+                         frozenset(top_skip))
 
 
-def _walk_dir(path, rel, ancestors, follow_links, skip):
+def _listing(path, rel):
+    """(entries of a directory in name order, or an error Entry)."""
     try:
         with os.scandir(path) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            return sorted(it, key=lambda e: e.name), None
     except OSError as exc:
-        yield Entry(path, rel, "other", SourceError(f"cannot list it ({exc.strerror})"))
+        return (), Entry(path, rel, "other", SourceError(f"cannot list it ({exc.strerror})"))
+
+
+def _walk_dir(path, rel, ancestors, skip, top_skip):
+    # Depth first, in name order, with a stack rather than recursion: a
+    # tree may nest deeper than Python's recursion allows.
+    entries, error = _listing(path, rel)
+    if error is not None:
+        yield error
         return
-    for e in entries:
+    stack = [(iter(entries), path, rel, ancestors)]
+    while stack:
+        it, path, rel, ancestors = stack[-1]
+        e = next(it, None)
+        if e is None:
+            stack.pop()
+            continue
         shown = os.path.join(path, e.name)
         sub = os.path.join(rel, e.name) if rel else e.name
         try:
-            is_link = e.is_symlink()
-            is_dir = e.is_dir()  # follows a link
+            if e.is_symlink():
+                yield Entry(shown, sub, "link", link=os.readlink(shown))
+                continue
+            is_dir = e.is_dir(follow_symlinks=False)
+            st = e.stat(follow_symlinks=False) if is_dir else None
+            regular = not is_dir and e.is_file(follow_symlinks=False)
         except OSError as exc:
             yield Entry(shown, sub, "other", SourceError(f"cannot read it ({exc.strerror})"))
             continue
-        if is_link and not follow_links:
-            yield Entry(shown, sub, "link", link=os.readlink(shown))
-            continue
-        if is_dir:
-            if e.name in skip:
-                continue
-            try:
-                st = os.stat(shown)
-            except OSError as exc:
-                yield Entry(shown, sub, "other", SourceError(f"cannot read it ({exc.strerror})"))
-                continue
-            ident = (st.st_dev, st.st_ino)
-            if ident in ancestors:
-                yield Entry(shown, sub, "other",
-                            SourceError(f"a symbolic link loop (back to "
-                                        f"{os.path.realpath(shown)}): not followed"))
-                continue
-            yield from _walk_dir(shown, sub, ancestors | {ident}, follow_links, skip)
-        elif is_link and not os.path.exists(shown):
-            yield Entry(shown, sub, "other", SourceError("a broken symbolic link"))
-        else:
-            try:
-                regular = stat.S_ISREG(os.stat(shown).st_mode)
-            except OSError as exc:
-                yield Entry(shown, sub, "other", SourceError(f"cannot read it ({exc.strerror})"))
-                continue
+        if not is_dir:
             if regular:
                 yield Entry(shown, sub, kind_of(e.name))
+            continue
+        if e.name in skip or (not rel and e.name in top_skip):
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in ancestors:  # a directory mounted inside itself
+            yield Entry(shown, sub, "other",
+                        SourceError("a directory that holds itself: not walked again"))
+            continue
+        yield Entry(shown, sub, "dir")
+        entries, error = _listing(shown, sub)
+        if error is not None:
+            yield error
+            continue
+        stack.append((iter(entries), shown, sub, ancestors | {ident}))
 
 
 def read_bytes(path):
@@ -137,15 +150,6 @@ def read_bytes(path):
             return f.read()
     except OSError as exc:
         raise SourceError(f"cannot read it ({exc.strerror})") from None
-
-
-_NEWLINES = re.compile(r"\r\n|\r|\n")
-
-
-def split_lines(text):
-    """The lines of source text, as Python counts them (a form feed or
-    other Unicode line break inside a line does not end it)."""
-    return _NEWLINES.split(text)
 
 
 def detect_encoding(data):
@@ -187,10 +191,12 @@ def cuda_code(data):
     """Where C++ source is CUDA code: [(line, what)] for each CUDA kernel
     (__global__ function) and each CUDA header included."""
     text = data.decode("utf-8", "replace")
-    found = [(text.count("\n", 0, at) + 1, f"kernel {name}")
+    lines = [m.end() for m in re.finditer("\n", text)]
+    found = [(bisect.bisect_right(lines, at) + 1, f"kernel {name}")
              for at, name in cuda_extensions.kernel_matches(text)]
+    lines = [m.end() for m in re.finditer(b"\n", data)]
     for m in _CUDA_INCLUDE.finditer(data):
-        found.append((data.count(b"\n", 0, m.start()) + 1,
+        found.append((bisect.bisect_right(lines, m.start()) + 1,
                       f"#include <{m.group(1).decode('utf-8', 'replace')}>"))
     return sorted(found)
 

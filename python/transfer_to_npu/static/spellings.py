@@ -37,17 +37,19 @@ BACKEND_KEYWORD = "backend"
 _CONSTRUCTOR_KEYWORD = "type"
 
 
-def table_rows():
+def table_rows(torch_npu=None):
     """The mapping table's rows, as the runtime derives them from the torch
     that is installed, with the NPU backend the runtime would pick (the
-    virtual NPU without torch_npu).  The user's rules file
-    (TRANSFER_TO_NPU_RULES) is not read: its rules name the user's own
-    modules, which the static tools never import."""
+    virtual NPU without torch_npu), or, given a torch_npu release line, as
+    that release would get them (its names, from ``surfaces/``).  The
+    user's rules file (TRANSFER_TO_NPU_RULES) is not read: its rules name
+    the user's own modules, which the static tools never import."""
     import transfer_to_npu as package
 
-    from .. import _rules, backends
+    from .. import _rules, backends, surfaces
 
     torch = package._import_torch()
+    release = surfaces.load(torch_npu) if torch_npu is not None else None
     backends.install()
     # Derived from torch as it is: with migration on, what the rows read
     # (a default argument, a module's names) would be the migrated one.
@@ -55,7 +57,8 @@ def table_rows():
     if enabled:
         package.disable()
     try:
-        rows, _ = _rules.derive(torch)
+        rows, _ = _rules.derive(torch) if release is None else \
+            _rules.derive(torch, release[1], release[0])
     finally:
         if enabled:
             package.enable()
@@ -139,7 +142,12 @@ class Meaning:
 class Spellings:
     """The rows of the mapping table, read for their source spellings."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, fused=None):
+        from .advice import fused_names
+
+        # The torch_npu names the target has, for the advice on its fused
+        # operators: by default the served torch_npu's.
+        self.fused = fused_names(rows) if fused is None else fused
         self.names = {}       # dotted name -> Meaning
         self.members = {}     # method or attribute name -> Meaning
         self.modules = {}     # module -> the module its names map into
@@ -180,8 +188,10 @@ class Spellings:
 
     def _add(self, r):
         source, target, kind, mode, owner, name, target_obj, pos, binds, kws = r[:10]
-        # The scan finds CUDA extensions itself, with their kernels.
-        if mode in (_C.MODE_HOOK, _C.MODE_ARG_REPLACE) or kind == "cuda_extension":
+        # The scan finds CUDA extensions itself, with their kernels; a hook
+        # for torch's own use is no spelling.
+        if mode == _C.MODE_ARG_REPLACE or kind == "cuda_extension" or \
+                (mode == _C.MODE_HOOK and not _spells_cuda(source)):
             return
         self.device_names.update(kws)
         if kind == "default":
@@ -199,18 +209,23 @@ class Spellings:
         if mode == _C.MODE_UNSUPPORTED:
             m.unsupported = target
             return
-        if mode in (_C.MODE_REDIRECT, _C.MODE_REPLACE, _C.MODE_ATTRIBUTE) and target != source:
+        # What a row makes of a name that does not spell CUDA
+        # (set_float32_matmul_precision also setting Ascend's HF32) is the
+        # runtime's business: code written so is already the NPU's.
+        if mode in (_C.MODE_REDIRECT, _C.MODE_REPLACE, _C.MODE_ATTRIBUTE) and \
+                target != source and _spells_cuda(source):
             if is_path(target):
                 if target.split(".")[0] == source.split(".")[0]:
                     m.rename = target
-                elif _spells_cuda(source):
+                else:
                     m.runtime = f"mapped at run time to {target}"
             else:
                 call = _call_of(target)
                 if call is not None and call[0].rpartition(".")[0] == source.rpartition(".")[0]:
                     m.call = (call[0].rpartition(".")[2], call[1])
-                elif _spells_cuda(source):
-                    m.runtime = target
+                else:
+                    m.runtime = (f"no NPU spelling of it: migrated at run time, it answers "
+                                 f"{target}")
         if mode in (_C.MODE_DEVICE_ARG, _C.MODE_CLASS_DEVICE, _C.MODE_REDIRECT):
             if user_pos >= 0:
                 m.device_pos.add(user_pos)
@@ -292,15 +307,22 @@ class Spellings:
             return m
         if qualname in self._resolved:
             return self._resolved[qualname]
-        obj = resolve(qualname)
-        found = None
-        if obj is not None and not isinstance(obj, (str, int, float, bool, tuple)):
-            found = self._by_id.get(id(_original(obj)))
+        with warnings.catch_warnings():
+            # A deprecated object (dist.reduce_op) warns when it is looked at.
+            warnings.simplefilter("ignore")
+            obj = resolve(qualname)
+            found = None
+            if obj is not None and not isinstance(obj, (str, int, float, bool, tuple)):
+                found = self._by_id.get(id(_original(obj)))
         self._resolved[qualname] = found
         return found
 
     def is_module(self, qualname):
-        return qualname in self.modules or _is_module(resolve(qualname))
+        if qualname in self.modules:
+            return True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _is_module(resolve(qualname))
 
     def names_device(self, name):
         """Whether a keyword, variable, option or key of this name holds a
@@ -310,6 +332,17 @@ class Spellings:
 
     def names_backend(self, name):
         return _named(name, self.backend_names)
+
+    def is_data_parallel(self, qualname):
+        """Whether a dotted name is torch's nn.DataParallel (or its
+        function form)."""
+        import torch
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj = resolve(qualname)
+        return obj is not None and (obj is torch.nn.DataParallel or
+                                    obj is getattr(torch.nn.parallel, "data_parallel", None))
 
 
 # --- helpers -----------------------------------------------------------------
@@ -321,7 +354,7 @@ def _named(name, names):
 
 def _spells_cuda(text):
     low = text.lower()
-    return "cuda" in low or "nccl" in low
+    return "cuda" in low or "cudnn" in low or "nccl" in low
 
 
 def _device_or_none(text):

@@ -26,13 +26,15 @@ _installed = False
 # What torch's C++ asks the device, answered from C (_C.constant): some of
 # it is asked where an exception ends the process (the device guard's
 # type_(), under the stream guards' destructors in autograd), and a Python
-# method would raise a pending KeyboardInterrupt there.
+# method would raise a pending KeyboardInterrupt there.  Class attributes:
+# looked up through an instance, a constant holds Ctrl-C back until it is
+# called (callbacks.c).
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
     is_built = has_primary_context = _C.constant(True)
 
-    def __init__(self, available):
-        super().__init__()
-        self.is_available = _C.constant(available)
+
+def _hooks(available):
+    return type("_Hooks", (_Hooks,), {"is_available": _C.constant(available)})()
 
 
 class _DeviceGuard(torch._C._acc.DeviceGuard):
@@ -75,6 +77,17 @@ def host_kernel_names():
 _libraries = []
 
 
+def as_callback(kernel):
+    """kernel, run as a callback of torch's C++: a Ctrl-C that comes while
+    it runs is raised once it has returned, in the code that called the
+    op, as on the CPU, whose kernels run no Python code (callbacks.c).  The
+    generic kernel (host_call) does so itself."""
+    if kernel is torch.library.fallthrough_kernel or getattr(kernel, "func", kernel) is \
+            _C.host_call:
+        return kernel
+    return functools.partial(_C.callback, kernel)
+
+
 def register_kernel(lib, name, kernel, key):
     """``lib.impl(name, kernel, key)``, with the key handed to torch's
     binding as its enum: given the key's name, the binding first tries a
@@ -82,7 +95,7 @@ def register_kernel(lib, name, kernel, key):
     more than the registration itself, and there are a thousand of them at
     the first npu tensor.  torch.library's record of what it registered is
     kept as lib.impl keeps it (a Library's destruction reads it)."""
-    lib.m.impl(name, getattr(torch._C.DispatchKey, key), kernel)
+    lib.m.impl(name, getattr(torch._C.DispatchKey, key), as_callback(kernel))
     record = f"{lib.ns}/{name.split('::')[-1]}/{key}"
     torch.library._impls.add(record)
     lib._op_impls.add(record)
@@ -107,19 +120,38 @@ def register_at_import():
     from . import factories, pinned
 
     lib = torch.library.Library("aten", "IMPL")
-    kernels = {"_to_copy": factories.to_copy}
-    for name in HOST_OVERRIDES:
-        kernels[name] = factories.host_override(name)
-    for qualified in sorted(q for q in dispatched_by_device() if runs_host_kernel(q)):
-        # The generic path, by name: the C core resolves the op at its
-        # first call.
-        kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
-    for name, kernel in kernels.items():
-        impl(lib, name, lambda kernel=kernel: kernel, "PrivateUse1")
-    register_kernel(lib, "_pin_memory", pinned.pin_memory, "CPU")
-    register_kernel(lib, "is_pinned", pinned.is_pinned, "CPU")
-    _C.pin_made(pinned.pin_made)
+    try:
+        kernels = {"_to_copy": factories.to_copy}
+        for name in HOST_OVERRIDES:
+            kernels[name] = factories.host_override(name)
+        for qualified in sorted(q for q in dispatched_by_device() if runs_host_kernel(q)):
+            # The generic path, by name: the C core resolves the op at its
+            # first call.
+            kernels.setdefault(qualified[len("aten::"):], functools.partial(_C.host_call, qualified))
+        for name, kernel in kernels.items():
+            impl(lib, name, lambda kernel=kernel: kernel, "PrivateUse1")
+        register_kernel(lib, "_pin_memory", pinned.pin_memory, "CPU")
+        register_kernel(lib, "is_pinned", pinned.is_pinned, "CPU")
+        _C.pin_made(pinned.pin_made)
+    except BaseException:
+        # What it registered is unregistered (a Library's destruction does
+        # so), for the step to be taken again.
+        lib._destroy()
+        raise
     _libraries.append(lib)
+
+
+# The steps of install() done in this process: an install that fails half
+# way (a KeyboardInterrupt, an error of torch's) is taken up again at the
+# step that failed, as torch keeps what the steps before registered and
+# refuses to register it twice.
+_done = set()
+
+
+def is_installed():
+    """Whether the virtual NPU is this process's npu device (under its own
+    name, or presented as torch_npu)."""
+    return _installed
 
 
 def install(backend_module=None):
@@ -129,54 +161,75 @@ def install(backend_module=None):
     global _installed
     if _installed:
         return
+    for step in _steps(npu if backend_module is None else backend_module):
+        if step.__name__ not in _done:
+            step()
+            _done.add(step.__name__)
+    _installed = True
+
+
+def _steps(device_module):
+    """install()'s steps, in order; each changes nothing when it fails."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
     from . import ddp, methods, registry
 
-    current = torch._C._get_privateuse1_backend_name()
-    if current not in ("privateuseone", "npu"):
-        raise RuntimeError(
-            f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
-            f"{current!r}")
-    _setup_privateuseone_for_python_backend(
-        "npu", backend_module=npu if backend_module is None else backend_module,
-        hook=_Hooks(devices.count() > 0), device_guard=_DeviceGuard())
-    # Most kernels wait for the first npu tensor (registry.complete()):
-    # registering them takes tens of milliseconds, which a process that
-    # never uses the npu (a DataLoader worker, a tool) should not pay at
-    # import.
-    _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase, torch.device("cpu"),
-                    registry.complete, devices.count())
-    _C.host_recount(devices.recount)
-    register_at_import()
-    # Tensor.npu in C (methods.py has its other calls).
-    torch.Tensor.npu = _C.npu_method(methods.npu, torch._C.TensorBase.to,
-                                     torch._C._has_torch_function_unary)
-    random.install()
-    npu.default_generators = random.default_generators
-    if backend_module is None:
-        sys.meta_path.append(npu.Submodules)  # torch.npu.amp
-    _install_storage()
-    devices.install_autograd_workaround()
-    # Before the patcher wraps DDP's __init__ in turn: disable() puts back
-    # what it found, this (ddp.py).
-    ddp_class = torch.nn.parallel.DistributedDataParallel
-    ddp_class.__init__ = ddp.without_unused_parameters(ddp_class.__init__)
-    _install_accelerator()
-    _install_hccl()
-    _defer_interrupts()
-    _installed = True
+    def device():
+        current = torch._C._get_privateuse1_backend_name()
+        if current not in ("privateuseone", "npu"):
+            raise RuntimeError(
+                f"the virtual NPU needs torch's PrivateUse1 device, which is already taken by "
+                f"{current!r}")
+        hooks = _hooks(devices.count() > 0)
+        _setup_privateuseone_for_python_backend(
+            "npu", backend_module=device_module, hook=hooks, device_guard=_DeviceGuard())
+
+    def memory():
+        # Most kernels wait for the first npu tensor (registry.complete()):
+        # registering them takes tens of milliseconds, which a process that
+        # never uses the npu (a DataLoader worker, a tool) should not pay at
+        # import.
+        _C.host_install(torch._C._dlpack_exchange_api(), torch._C.TensorBase,
+                        torch.device("cpu"), registry.complete, devices.count())
+        _C.host_recount(devices.recount)
+
+    def methods_and_generators():
+        # Tensor.npu in C (methods.py has its other calls).
+        torch.Tensor.npu = _C.npu_method(methods.npu, torch._C.TensorBase.to,
+                                         torch._C._has_torch_function_unary)
+        random.install()
+        npu.default_generators = random.default_generators
+
+    def submodules():
+        if device_module is npu:
+            sys.meta_path.append(npu.Submodules)  # torch.npu.amp
+
+    def autograd():
+        devices.install_autograd_workaround()
+
+    def distributed():
+        # Before the patcher wraps DDP's __init__ in turn: disable() puts
+        # back what it found, this (ddp.py).
+        ddp_class = torch.nn.parallel.DistributedDataParallel
+        ddp_class.__init__ = ddp.without_unused_parameters(ddp_class.__init__)
+
+    return (device, memory, register_at_import, methods_and_generators, submodules,
+            _install_storage, autograd, distributed, _install_accelerator, _install_hccl,
+            _defer_interrupts)
 
 
 def _defer_interrupts():
-    """Ctrl-C raises KeyboardInterrupt at the interpreter's next instruction
-    rather than wherever the signal handlers run: torch's C++ runs them from
-    places where an exception ends the process (callbacks.c says where).
-    Only in place of the default handler, which only the main thread can
-    set."""
+    """Ctrl-C raises KeyboardInterrupt where the default handler would,
+    but in a kernel and while torch's C++ looks up one of the constants
+    above, where an exception ends the process, and in a Condition's
+    __enter__ and __exit__, where it would leave the lock taken: there it is
+    raised as they return (callbacks.c).  Only in place of the default
+    handler, which only the main thread can set."""
     if (threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        signal.signal(signal.SIGINT, _C.interrupt_later)
+        _C.lock_codes((threading.Condition.__enter__.__code__,
+                       threading.Condition.__exit__.__code__))
+        signal.signal(signal.SIGINT, _C.interrupt)
 
 
 def _install_storage():

@@ -11,7 +11,11 @@ On DTensors (tensor parallelism shards the heads) the attention goes, as on
 CUDA, through the ops DTensor has sharding rules for: CUDA's flash
 attention op, or its memory-efficient one for a mask, whose npu kernels
 (``KERNELS``) run the cpu's flash kernel on each shard; math, which DTensor
-takes apart into ops it knows, where the cpu would run math.
+takes apart into ops it knows, where the cpu would run math.  The
+memory-efficient op's backward leaves out a gradient nobody asked for (the
+mask's), which DTensor takes only where it takes an op's output that is
+absent (torch 2.12 and later): before, the mask's is asked for, and
+dropped.
 """
 
 import math
@@ -40,14 +44,51 @@ def _additive_mask(attn_mask, dtype):
                        torch.full((), float("-inf"), dtype=dtype, device=attn_mask.device))
 
 
+def _validate(query, key, value, attn_mask):
+    """What torch's composite checks before choosing a kernel
+    (validate_sdpa_input), which the npu's kernel here replaces: one dtype
+    and one device for query, key and value, two dimensions at least, a
+    boolean, float or query-typed mask.  Same errors as on the cpu."""
+    if not query.dtype == key.dtype == value.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {query.dtype} key.dtype: {key.dtype} and value.dtype: "
+                           f"{value.dtype} instead.")
+    if not query.device == key.device == value.device:
+        raise RuntimeError(f"Expected query, key, and value to have the same device type, but "
+                           f"got query.device: {query.device} key.device: {key.device} and "
+                           f"value.device: {value.device} instead.")
+    if min(query.dim(), key.dim(), value.dim()) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {query.dim()} key.dim: {key.dim()} and "
+                           f"value.dim: {value.dim()} instead.")
+    if attn_mask is not None and attn_mask.dtype not in (torch.bool, torch.float32, query.dtype):
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and  query.dtype: "
+                           f"{query.dtype} instead.")
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
+    _validate(query, key, value, attn_mask)
+    if query.size(-2) == 0 or value.numel() == 0:
+        # No query or no value: zeros, whatever else the shapes say, as
+        # torch's composite gives them on the cpu (the sums, times 0, keep
+        # the inputs in the graph).
+        return query.new_zeros(query.shape[:-1] + (value.size(-1),)) + (
+            query.sum() + key.sum() + value.sum()) * 0
     if _is_dtensor(query):
         return _sharded(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     choice = aten._fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal,
                                     scale=scale, enable_gqa=enable_gqa)
     mask = _additive_mask(attn_mask, query.dtype)
     if choice == _FLASH and (not enable_gqa or query.size(-3) == key.size(-3)):
+        if query.dim() == 3:
+            # The cpu chooses flash for unbatched heads too (torch 2.14);
+            # its kernel takes a batch.
+            return scaled_dot_product_attention(
+                query[None], key[None], value[None],
+                mask[None] if mask is not None and mask.dim() == 3 else mask, dropout_p,
+                is_causal, scale, enable_gqa)[0]
         return aten._scaled_dot_product_flash_attention_for_cpu(
             query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
     return aten._scaled_dot_product_attention_math(
@@ -85,11 +126,35 @@ def _sharded(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_g
         attn_mask = attn_mask.expand(query.size(0), query.size(1), query.size(2), key.size(2))
         compute_lse = torch.is_grad_enabled() and any(
             t.requires_grad for t in (query, key, value))
+        if compute_lse and not _takes_absent_outputs(query.device_mesh):
+            attn_mask = attn_mask.detach().requires_grad_()
         return aten._scaled_dot_product_efficient_attention(
             query, key, value, attn_mask, compute_lse, dropout_p, is_causal, scale=scale)[0]
     return aten._scaled_dot_product_attention_math(
         query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
         enable_gqa=enable_gqa)[0]
+
+
+_absent_outputs_taken = None
+
+
+def _takes_absent_outputs(mesh):
+    """Whether DTensor takes an op's output that is absent (a gradient not
+    asked for) where its rule places one: asked of its sharding propagator
+    once."""
+    global _absent_outputs_taken
+    if _absent_outputs_taken is None:
+        from torch.distributed.tensor import DTensor, Replicate
+        from torch.distributed.tensor._dtensor_spec import DTensorSpec
+
+        spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim)
+        try:
+            DTensor._op_dispatcher.sharding_propagator._create_output_spec_with_new_tensor_meta(
+                aten._scaled_dot_product_efficient_attention_backward.default, [spec], [None])
+            _absent_outputs_taken = True
+        except (AttributeError, ValueError):
+            _absent_outputs_taken = False
+    return _absent_outputs_taken
 
 
 # CUDA's fused attention ops, which DTensor runs on each shard: the cpu's
@@ -132,13 +197,25 @@ def efficient(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
 def efficient_backward(grad_out, query, key, value, attn_bias, out, logsumexp, philox_seed,
                        philox_offset, dropout_p, grad_input_mask, is_causal=False, *,
                        scale=None):
-    if grad_input_mask[3]:
-        raise NotImplementedError(
-            "the virtual NPU's memory-efficient attention has no gradient for attn_bias")
     grads = aten._scaled_dot_product_flash_attention_for_cpu_backward(
         grad_out, query, key, value, out, logsumexp[..., :query.size(2)].contiguous(),
         dropout_p, is_causal, attn_mask=attn_bias, scale=scale)
-    return (*grads, None)
+    if not grad_input_mask[3]:
+        return (*grads, None)
+    if dropout_p or is_causal:
+        raise NotImplementedError(
+            "the virtual NPU's memory-efficient attention has no gradient for attn_bias with "
+            "dropout or is_causal")
+    return (*grads, _bias_gradient(grad_out, query, key, value, attn_bias, out, scale))
+
+
+def _bias_gradient(grad_out, query, key, value, attn_bias, out, scale):
+    """The gradient of an additive bias: that of the attention scores, from
+    the probabilities computed again."""
+    scale = 1 / math.sqrt(query.size(-1)) if scale is None else scale
+    probs = torch.softmax(query @ key.transpose(-2, -1) * scale + attn_bias, -1)
+    d_probs = grad_out @ value.transpose(-2, -1)
+    return (probs * (d_probs - (grad_out * out).sum(-1, keepdim=True))).to(attn_bias.dtype)
 
 
 KERNELS = {"_scaled_dot_product_flash_attention": flash,

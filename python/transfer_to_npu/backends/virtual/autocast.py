@@ -2,9 +2,11 @@
 
 ``torch.autocast('npu', dtype=...)`` turns on torch's AutocastPrivateUse1
 dispatch key, for which core PyTorch registers nothing.  Here every op
-falls through it, but for the ops of CUDA's casting lists (the lists of
-``ATen/autocast_mode.h``, kept equal to the installed header by a test),
-whose kernels cast as CUDA's do:
+falls through it, but for the ops the running torch gives CUDA's autocast
+a kernel for (its AutocastCUDA registrations, which differ between torch
+lines and builds), whose kernels cast as CUDA's do.  Each op's policy is
+named below (the lists of ``ATen/autocast_mode.h`` on every supported
+torch line, checked against the installed header by a test):
 
 * lower precision: floating npu inputs become the autocast dtype
   (matmuls, convolutions, ``linear``...);
@@ -50,17 +52,21 @@ FP32 = (
     "_upsample_nearest_exact2d", "upsample_nearest3d", "_upsample_nearest_exact3d",
     "upsample_linear1d", "upsample_bilinear2d", "_upsample_bilinear2d_aa",
     "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bicubic2d_aa",
+    # Registered on its own, outside the header's lists (torch 2.14).
+    "linalg_matrix_sqrth",
 )
 
 FP32_SET_OPT_DTYPE = (
-    "prod", "prod.dim_int", "softmax.int", "log_softmax.int", "cumprod", "cumsum",
-    "linalg_vector_norm", "linalg_matrix_norm", "linalg_matrix_norm.str_ord", "sum",
-    "sum.dim_IntList",
+    "prod", "prod.dim_int", "prod.dim_Dimname", "softmax.int", "softmax.Dimname",
+    "log_softmax.int", "log_softmax.Dimname", "cumprod", "cumprod.dimname", "cumsum",
+    "cumsum.dimname", "linalg_vector_norm", "linalg_matrix_norm", "linalg_matrix_norm.str_ord",
+    "sum", "sum.dim_IntList", "sum.dim_DimnameList",
 )
 
 # op -> the overload it is redispatched to, with the dtype appended.
 FP32_APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype",
-                     "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype"}
+                     "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype",
+                     "norm.names_ScalarOpt_dim": "norm.names_ScalarOpt_dim_dtype"}
 
 PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler",
            "index_put", "tensordot", "scatter_add")
@@ -197,24 +203,29 @@ def _banned(op):
     return kernel
 
 
-def _exists(qualified):
-    name, _, overload = qualified.partition(".")
-    packet = getattr(torch.ops.aten, name, None)
-    return packet is not None and (overload or "default") in packet.overloads()
+def cuda_autocast_ops():
+    """The aten ops this torch's CUDA autocast has a kernel for (``mm``,
+    ``rms_norm.default`` spelled ``rms_norm``...)."""
+    return frozenset(
+        q[len("aten::"):] for q in
+        torch._C._dispatch_get_registrations_for_dispatch_key("AutocastCUDA")
+        if q.startswith("aten::"))
 
 
 def register():
-    """The autocast kernels."""
+    """The autocast kernels: CUDA's, op for op."""
+    cuda = cuda_autocast_ops()
     lib = torch.library.Library("aten", "IMPL")
     for names, policy in ((LOWER_PRECISION_FP, _lower_precision), (FP32, _fp32),
                           (FP32_SET_OPT_DTYPE, _fp32_set_opt_dtype), (PROMOTE, _promote),
                           (BANNED, _banned)):
         for name in names:
-            if _exists(name):
+            if name in cuda:
                 registry.impl(lib, name, lambda name=name, policy=policy: policy(_op(name)), _KEY)
     for name, target in FP32_APPEND_DTYPE.items():
-        registry.impl(lib, name, lambda name=name, target=target: _fp32_append_dtype(
-            _op(name), _op(target)), _KEY)
+        if name in cuda:
+            registry.impl(lib, name, lambda name=name, target=target: _fp32_append_dtype(
+                _op(name), _op(target)), _KEY)
     rest = torch.library.Library("_", "IMPL")
     registry.fallback(rest, torch.library.fallthrough_kernel, _KEY)
     _libraries.extend([lib, rest])

@@ -10,6 +10,7 @@ device is per thread, as on real hardware, and kept by the C core, which
 places the results of ops that name no device index.
 """
 
+import contextlib
 import functools
 import itertools
 import os
@@ -84,6 +85,8 @@ def _after_fork_in_child():
     # method, as accelerate's notebook_launcher uses it) tells each how many
     # devices the node has (LOCAL_WORLD_SIZE) after the fork: the numbers
     # are read again at their next use (recount()).
+    global _provided_lock
+    _provided_lock = threading.Lock()  # a thread holding it is not in the child
     physical_count.cache_clear()
     visible.cache_clear()
 
@@ -96,20 +99,65 @@ def count():
     return len(visible())
 
 
-def provide(n):
-    """At least ``n`` virtual NPUs on this node from now on, for a launcher
-    about to start a process per device without saying how many to each
-    (Lightning's ``devices=N``, as torchrun's LOCAL_WORLD_SIZE says), unless
-    TRANSFER_TO_NPU_VIRTUAL_DEVICES fixes the number.  The processes the
-    launcher starts inherit the number.  True when there are ``n``."""
-    if n <= count():
-        return True
-    if "TRANSFER_TO_NPU_VIRTUAL_DEVICES" in os.environ or not 1 <= n <= _C.MAX_DEVICE_INDEX + 1:
-        return False
-    os.environ["TRANSFER_TO_NPU_VIRTUAL_DEVICES"] = str(n)
+# The numbers of virtual NPUs provided for launchers (provide()), by token,
+# while they hold; the variable's value as this process set it for them.
+_provided = {}
+_tokens = itertools.count(1)
+_provided_lock = threading.Lock()
+_set_for_them = None
+
+
+def _set_provided():
+    global _set_for_them
+    if _provided:
+        _set_for_them = os.environ["TRANSFER_TO_NPU_VIRTUAL_DEVICES"] = str(max(_provided.values()))
+    else:
+        if os.environ.get("TRANSFER_TO_NPU_VIRTUAL_DEVICES") == _set_for_them:
+            del os.environ["TRANSFER_TO_NPU_VIRTUAL_DEVICES"]
+        _set_for_them = None
     physical_count.cache_clear()
     visible.cache_clear()
-    return n <= recount()
+
+
+def provide(n):
+    """At least ``n`` virtual NPUs on this node until ``withdraw(token)``,
+    for a launcher about to start a process per device without saying how
+    many to each (Lightning's ``devices=N``, as torchrun's LOCAL_WORLD_SIZE
+    says), unless TRANSFER_TO_NPU_VIRTUAL_DEVICES, set by the user (or by
+    the process that started this one), fixes the number.  The processes
+    started meanwhile inherit the number.  The token, or None when there
+    cannot be ``n``."""
+    with _provided_lock:
+        token = next(_tokens)
+        if n <= count():
+            return token
+        raw = os.environ.get("TRANSFER_TO_NPU_VIRTUAL_DEVICES")
+        if (raw is not None and raw != _set_for_them) or not 1 <= n <= _C.MAX_DEVICE_INDEX + 1:
+            return None
+        _provided[token] = n
+        _set_provided()
+    if n <= recount():
+        return token
+    withdraw(token)  # ASCEND_RT_VISIBLE_DEVICES hides some
+    return None
+
+
+def withdraw(token):
+    """The virtual NPUs of provide()'s ``token`` given back."""
+    with _provided_lock:
+        if _provided.pop(token, None) is not None:
+            _set_provided()
+
+
+@contextlib.contextmanager
+def providing(n):
+    """At least ``n`` virtual NPUs while the block runs (provide()); it is
+    given whether there are."""
+    token = provide(n)
+    try:
+        yield token is not None
+    finally:
+        withdraw(token)
 
 
 def recount():

@@ -17,7 +17,8 @@ the ``Work`` it returns is returned unchanged, so ``async_op=True`` stays
 asynchronous.  Its future, asked for from Python (DDP's communication
 hooks chain on it), gives the npu tensors, as NCCL's gives the CUDA tensors
 it was handed, not their host aliases.  gloo does every reduction torch
-defines for it on every dtype, AVG and bf16 included.
+defines for it on every dtype, AVG and bf16 included; NCCL's PREMUL_SUM is
+a sum of scaled inputs (premul_sum.py).
 """
 
 import os
@@ -30,7 +31,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, Work
 
 from ... import _C
-from . import register_kernel
+from . import premul_sum, register_kernel
 
 
 _NPU = torch.device("npu")
@@ -170,6 +171,23 @@ def _kernel(op):
     return run
 
 
+def _alltoall(outputs, inputs, process_group, async_op=True, timeout=-1):
+    """The PrivateUse1 kernel of ``c10d::alltoall_`` (``dist.all_to_all``,
+    lists of tensors), through ``c10d::alltoall_base_``: gloo has no list
+    form on every torch line, and the flat one serves all.  Each list goes
+    as one buffer, split by its tensors' sizes; the outputs are filled once
+    the exchange is complete, so the Work returned is a completed one."""
+    send = torch.cat([t.reshape(-1) for t in inputs]) if inputs else torch.empty(0, device=_NPU)
+    receive = torch.empty(sum(t.numel() for t in outputs), dtype=send.dtype, device=send.device)
+    work = torch.ops.c10d.alltoall_base_.default(
+        receive, send, process_group, [t.numel() for t in outputs],
+        [t.numel() for t in inputs], async_op, timeout)
+    Work.unbox(work).wait()
+    for out, part in zip(outputs, receive.split([t.numel() for t in outputs])):
+        out.copy_(part.view(out.shape))
+    return outputs, work
+
+
 def _hold(boxed_work, tensors, flat):
     """Keep ``tensors`` until the collective of ``boxed_work`` is complete;
     let go of those of the collectives that are."""
@@ -257,6 +275,7 @@ def register():
         return
     if not hasattr(Work.get_future, "__wrapped__"):
         Work.get_future = _get_future(Work.get_future)
+    premul_sum.install()
     lib = torch.library.Library("c10d", "IMPL")
     ops = list(_ops())
     with warnings.catch_warnings():
@@ -264,5 +283,6 @@ def register():
         # is the point.
         warnings.simplefilter("ignore")
         for name, op in ops:
-            register_kernel(lib, name, _kernel(op), "PrivateUse1")
+            register_kernel(lib, name, _alltoall if name == "alltoall_" else _kernel(op),
+                            "PrivateUse1")
     _libraries.append(lib)

@@ -5,8 +5,9 @@ drawing on the npu leaves the cpu's stream alone, and ``torch.manual_seed``
 seeds both.  An npu generator is a host generator (the cpu kernels that
 compute npu ops draw from it) whose ``device`` is the npu: an instance of
 ``Generator`` below, a subclass of ``torch.Generator``, which
-``torch.Generator(device='npu')`` makes.  The same seed gives the npu the
-numbers the cpu gives.
+``torch.Generator(device='npu')`` makes while migrating (its constructor is
+patched in C, as torch.Stream's is: _rules/factories.py).  The same seed
+gives the npu the numbers the cpu gives.
 
 How random ops draw from these generators is in random_ops.py, loaded
 with the ops at the first npu tensor.
@@ -61,16 +62,6 @@ def _rebuild(device, state):
     return generator
 
 
-def _npu_target(args, kwargs):
-    """The npu device torch.Generator(...) is asked for, or None."""
-    device = kwargs.get("device", args[0] if args else None)
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device) and device.type == "npu":
-        return device
-    return None
-
-
 def _seeded_generator(index):
     generator = Generator(torch.device("npu", index), counted=True)
     # A seed set before the npu existed (torch.manual_seed before
@@ -79,30 +70,9 @@ def _seeded_generator(index):
     return generator
 
 
-def _install_constructor():
-    """torch.Generator(device='npu') makes a Generator.  torch asks the
-    device's C++ hooks for a new generator, which a Python-defined device
-    cannot provide; torch.Generator's class is made by a Python metaclass,
-    whose __call__ can hand the npu case to Generator instead."""
-    meta = type(_HostGenerator)
-    if meta is type or "__call__" in vars(meta):
-        return
-    make = meta.__call__
-
-    def __call__(cls, *args, **kwargs):
-        if cls is _HostGenerator and len(args) + len(kwargs) == 1:
-            target = _npu_target(args, kwargs)
-            if target is not None:
-                return Generator(target)
-        return make(cls, *args, **kwargs)
-
-    meta.__call__ = __call__
-
-
 def install():
     global default_generators
     default_generators = tuple(_seeded_generator(i) for i in range(devices.count()))
-    _install_constructor()
 
 
 def grow(n):

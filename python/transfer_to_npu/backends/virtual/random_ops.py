@@ -14,6 +14,7 @@ so the shard's numbers are seeded from its offset instead.
 
 import contextlib
 import threading
+import types
 
 import torch
 
@@ -119,6 +120,19 @@ def _mix(base, offset):
     return z ^ (z >> 31)
 
 
+def _shard_offset(tracker, spec):
+    """Where this rank's shard starts among the numbers DTensor would draw
+    for the whole tensor, as DTensor computes it: ``_compute_rng_offsets``
+    where the tracker has it, else by the amount ``_set_pre_op_offset``
+    moves a state's offset."""
+    compute = getattr(tracker, "_compute_rng_offsets", None)
+    if compute is not None:
+        return compute(spec)[0]
+    state = types.SimpleNamespace(offset=0)
+    tracker._set_pre_op_offset(state, spec)
+    return int(state.offset)
+
+
 @contextlib.contextmanager
 def npu_region(tracker, spec, generator=None):
     """DTensor's ``OffsetBasedRNGTracker._distribute_region`` for npu
@@ -141,7 +155,7 @@ def npu_region(tracker, spec, generator=None):
     # every rank, as DTensor asks every rank to seed alike.
     source = device_generator if generator is None else generator
     base = int(torch.randint(1 << 62, (), generator=source))
-    start, _ = tracker._compute_rng_offsets(spec)
+    start = _shard_offset(tracker, spec)
     saved = device_generator.get_state()
     device_generator.manual_seed(_mix(base, start))
     try:

@@ -14,7 +14,7 @@ import threading
 import torch
 
 from ... import _C
-from . import impl, npu  # noqa: F401  (impl: one check, at import and here)
+from . import as_callback, impl, npu  # noqa: F401  (impl: one check, at import and here)
 
 # The kernels left for the first npu tensor: registered once, under this
 # lock, by the first thread to make one.
@@ -65,4 +65,4 @@ def fallback(lib, kernel, key):
     """Register ``kernel`` as the fallback for ``key``, unless there is
     one already."""
     if not torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, key)):
-        lib.fallback(kernel, key)
+        lib.fallback(as_callback(kernel), key)

@@ -8,6 +8,13 @@ provide, so here the new memory is made as an npu storage of its own and
 moved into the resized one with ``_swap_data_ptr_``, which exchanges two
 storages' memory (one of them empty) without changing which storage object
 every tensor points at.
+
+Before torch 2.12 storages have no ``_swap_data_ptr_``, and nothing else
+lets Python change the memory of a storage that tensors already point at:
+there a resize within the memory the storage has changes its size alone
+(``nbytes()``, ``size()``, what ``set_`` and the views made afterwards
+see), and the memory stays until the storage goes.  FSDP, which frees and
+gets back the same number of bytes, trains so, without the memory saved.
 """
 
 import operator
@@ -18,6 +25,10 @@ from ... import _C
 from . import storage
 
 _original_resize = torch.UntypedStorage.resize_
+_original_nbytes = torch.UntypedStorage.nbytes
+# Where storages cannot swap memory: the size an npu storage was resized
+# to, kept on the storage object (torch keeps one per storage).
+_SIZE = "_npu_nbytes"
 
 
 def _empty(device, nbytes):
@@ -37,6 +48,8 @@ def _resize_(self, size):
     old = self.nbytes()
     if nbytes == old:
         return self
+    if not hasattr(torch.UntypedStorage, "_swap_data_ptr_"):
+        return _resize_within(self, nbytes)
     grown = _empty(self.device, nbytes) if nbytes else None
     keep = min(old, nbytes)
     if keep:
@@ -53,5 +66,26 @@ def _resize_(self, size):
     return self
 
 
+def _resize_within(self, nbytes):
+    capacity = _original_nbytes(self)
+    if nbytes > capacity:
+        raise RuntimeError(
+            f"resize_(): an npu storage of {capacity} bytes cannot grow to {nbytes} on this "
+            f"torch ({torch.__version__}), whose storages cannot swap memory "
+            f"(UntypedStorage._swap_data_ptr_, torch 2.12 and later)")
+    if nbytes == capacity:
+        vars(self).pop(_SIZE, None)
+    else:
+        setattr(self, _SIZE, nbytes)
+    return self
+
+
+def _nbytes(self):
+    size = vars(self).get(_SIZE)
+    return _original_nbytes(self) if size is None else size
+
+
 def install():
     torch.UntypedStorage.resize_ = _resize_
+    if not hasattr(torch.UntypedStorage, "_swap_data_ptr_"):
+        torch.UntypedStorage.nbytes = _nbytes

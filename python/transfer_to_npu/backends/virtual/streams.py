@@ -6,10 +6,10 @@ taken when the event is recorded.
 """
 
 import threading
-import time
 
 import torch
 
+from ..cpu import HostEvent
 from . import devices
 
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
@@ -81,9 +81,9 @@ class Stream(torch.Stream):
         return f"<torch.npu.Stream device={self.device} at {id(self):#x}>"
 
 
-class Event(torch.Event):
+class Event(HostEvent, torch.Event):
     """A point in a stream, with its host time when timing is enabled
-    (``torch.npu.Event``).  A ``torch.Event``, so that torch's own stream
+    (``torch.npu.Event``; the host's timing, HostEvent).  A ``torch.Event``, so that torch's own stream
     code (``stream.wait_event``) takes it; there is never anything to wait
     for."""
 
@@ -109,26 +109,6 @@ class Event(torch.Event):
     @property
     def device(self):
         return self._device
-
-    def record(self, stream=None):
-        self._time = time.perf_counter()
-
-    def wait(self, stream=None):
-        pass
-
-    def query(self):
-        return True
-
-    def synchronize(self):
-        pass
-
-    def elapsed_time(self, end_event):
-        """Milliseconds between this event and ``end_event``."""
-        if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("elapsed_time: both events must be created with enable_timing=True")
-        if self._time is None or end_event._time is None:
-            raise RuntimeError("elapsed_time: both events must be recorded first")
-        return (end_event._time - self._time) * 1000.0
 
     def __repr__(self):
         state = "recorded" if self._time is not None else "not recorded"

@@ -1,0 +1,308 @@
+"""The cpu backend: CUDA code run on the host, for the reference run of
+``compare`` where the machine has no GPU (``TRANSFER_TO_NPU_BACKEND=cpu``).
+
+The mapping table is the one the NPU gets, with the host as target
+(``TARGETS`` in ``backends/__init__.py``): ``'cuda:N'`` becomes ``'cpu'``,
+``'nccl'`` becomes ``'gloo'``, and ``torch.cuda.X`` the ``X`` of this module,
+which answers for the host: one device (one per process of a launcher, as a
+GPU each), ``synchronize`` with nothing to wait for, memory figures of 0,
+the seed functions seeding the host's generator (CUDA code that seeds only
+its device is then reproducible here too).  Autocast is off
+(``autocast_init``): the reference computes in float32, and a GradScaler
+scales it as on the device (by a power of two: exactly).  It builds on nothing but torch's CPU device: not on the virtual
+NPU (it runs on every torch the patcher supports) and not on torch_npu (on
+an Ascend machine it is the only reference there is).
+"""
+
+import functools
+import os
+import time
+
+import torch
+
+NAME = "cpu"
+
+#: The device torch reports for a CUDA device on the host.
+DEVICE_NAME = "CPU (reference run)"
+
+
+def install():
+    """Nothing to register: the host is torch's own device."""
+
+
+# --- devices ----------------------------------------------------------------
+
+def is_available():
+    return True
+
+
+def is_initialized():
+    return True
+
+
+def init():
+    pass
+
+
+def device_count():
+    """One device, or one per process of the node under a launcher (which
+    gives each process a GPU of its own)."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _check(device):
+    """A device argument as CUDA's functions take it (None, an index, a
+    string, a torch.device), checked; the host has only one to give."""
+    if device is None or isinstance(device, int) and not isinstance(device, bool):
+        return
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "cpu":
+            raise ValueError(f"expected a cuda device, got {device!r}")
+        return
+    raise TypeError(f"device must be None, an int, a str or a torch.device, got {device!r}")
+
+
+def current_device():
+    return 0
+
+
+def set_device(device):
+    _check(device)
+
+
+def synchronize(device=None):
+    """Nothing to wait for: host work is done when the call returns."""
+    _check(device)
+
+
+def get_device_name(device=None):
+    _check(device)
+    return DEVICE_NAME
+
+
+def get_device_capability(device=None):
+    _check(device)
+    return (0, 0)
+
+
+def is_bf16_supported(including_emulation=True):
+    return True
+
+
+class _Properties:
+    """What get_device_properties gives, for the host."""
+
+    def __init__(self):
+        self.name = DEVICE_NAME
+        self.total_memory = _host_memory()
+        self.multi_processor_count = os.cpu_count() or 1
+        self.major, self.minor = 0, 0
+        self.is_integrated = 1
+
+
+def _host_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def get_device_properties(device=None):
+    _check(device)
+    return _Properties()
+
+
+class device:
+    """``with torch.cuda.device(i):``: the host is every device."""
+
+    def __init__(self, device):
+        _check(device)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def device_of(obj):
+    return device(None)
+
+
+# --- streams and events: host work is synchronous ---------------------------
+
+Stream = torch.cpu.Stream
+StreamContext = torch.cpu.StreamContext
+stream = torch.cpu.stream
+current_stream = torch.cpu.current_stream
+
+
+def default_stream(device=None):
+    _check(device)
+    return torch.cpu.current_stream()
+
+
+def set_stream(stream):
+    pass
+
+
+class HostEvent:
+    """A CUDA event where work is done when each call returns (the host's,
+    and the virtual NPU's): its time is taken when it is recorded, and
+    there is never anything to wait for."""
+
+    def record(self, stream=None):
+        self._time = time.perf_counter()
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end_event):
+        """Milliseconds between this event and ``end_event``."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time: both events must be created with enable_timing=True")
+        if self._time is None or end_event._time is None:
+            raise RuntimeError("elapsed_time: both events must be recorded first")
+        return (end_event._time - self._time) * 1000.0
+
+
+class Event(HostEvent):
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+        self._time = None
+
+
+# --- memory: host memory is not the device's to count -----------------------
+
+def _zero(device=None):
+    _check(device)
+    return 0
+
+
+memory_allocated = max_memory_allocated = memory_reserved = max_memory_reserved = _zero
+
+
+def _nothing(device=None):
+    _check(device)
+
+
+reset_peak_memory_stats = reset_max_memory_allocated = _nothing
+reset_accumulated_memory_stats = empty_cache = _nothing
+
+
+def memory_stats(device=None):
+    _check(device)
+    return {}
+
+
+def memory_summary(device=None, abbreviated=False):
+    _check(device)
+    return "the host's memory is not counted in the reference run\n"
+
+
+def mem_get_info(device=None):
+    _check(device)
+    total = _host_memory()
+    try:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        free = total
+    return free, total
+
+
+# --- random numbers: the host's generator -----------------------------------
+
+# The host generator's own methods: torch.manual_seed() and torch.seed()
+# call torch.cuda's, which are these.
+
+def manual_seed(seed):
+    torch.default_generator.manual_seed(int(seed))
+
+
+manual_seed_all = manual_seed
+
+
+def seed():
+    torch.default_generator.seed()
+
+
+seed_all = seed
+
+
+def initial_seed():
+    return torch.default_generator.initial_seed()
+
+
+def get_rng_state(device="cuda"):
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state, device="cuda"):
+    torch.set_rng_state(new_state)
+
+
+def get_rng_state_all():
+    return [torch.get_rng_state()]
+
+
+def set_rng_state_all(new_states):
+    for state in new_states[:1]:
+        torch.set_rng_state(state)
+
+
+default_generators = (torch.default_generator,)
+
+
+# --- Tensor.cuda(), Module.cuda() -------------------------------------------
+
+def tensor_cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+    """``Tensor.cuda()`` on the host: the tensor itself (as ``.cpu()``)."""
+    _check(device)
+    return self.to("cpu", non_blocking=non_blocking, memory_format=memory_format)
+
+
+def module_cuda(self, device=None):
+    """``Module.cuda()`` on the host."""
+    _check(device)
+    return self.cpu()
+
+
+# --- autocast off, DDP without device ids -----------------------------------
+
+def _is_cuda_type(device_type):
+    return str(device_type) in ("cuda", "cpu")
+
+
+def autocast_init(original):
+    """torch.autocast('cuda', ...) (every spelling reaches it) off: the
+    reference computes in float32."""
+
+    @functools.wraps(original)
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if _is_cuda_type(device_type):
+            device_type, enabled = "cpu", False
+        original(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    return __init__
+
+
+def ddp_init(original):
+    """DistributedDataParallel on the host takes no device ids (torch
+    refuses them for a CPU module)."""
+
+    @functools.wraps(original)
+    def __init__(self, module, device_ids=None, output_device=None, *args, **kwargs):
+        original(self, module, None, None, *args, **kwargs)
+
+    return __init__

@@ -1,0 +1,518 @@
+"""Accuracy: the dump of a run (--dump, TRANSFER_TO_NPU_DUMP) and compare,
+of two dumps or of a script's reference run (the cpu backend here) and its
+migrated run; docs/accuracy.md."""
+import json
+import math
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, run_python
+from transfer_to_npu import compare as cmp
+
+# A small transformer written for CUDA: data made on the host, no dropout
+# (the reference's random numbers would be the host's), AdamW.  Its first
+# argument (bf16) runs its forward under bf16 autocast.
+TRANSFORMER = '''\
+import sys
+import torch, torch.nn as nn, torch.nn.functional as F
+
+torch.manual_seed(0)
+device = torch.device('cuda:0')
+amp = sys.argv[1:] == ['bf16']
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(32, 50)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens))  # ENCODER
+        h = F.leaky_relu(h, 0.01)  # LEAKY
+        return self.head(h)
+
+
+g = torch.Generator().manual_seed(0)
+data = torch.randint(0, 50, (4, 4, 12), generator=g)
+model = Tiny().to(device)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step, tokens in enumerate(data):
+    tokens = tokens.to(device)
+    with torch.autocast('cuda', dtype=torch.bfloat16, enabled=amp):
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 50).float(), tokens[:, 1:].reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step} loss {loss.item():.6f}")
+'''
+
+# A small MLP written for CUDA: its losses, and a Ctrl-C at step 3 when
+# asked (INTERRUPT=1).
+MLP = '''\
+import os, signal
+import torch, torch.nn as nn, torch.nn.functional as F
+
+torch.manual_seed(0)
+device = torch.device('cuda')
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(32, 8).to(device)
+y = torch.randint(0, 4, (32,)).to(device)
+for step in range(6):
+    h = model[0](x)
+    if step == 3 and os.environ.get("INTERRUPT"):
+        os.kill(os.getpid(), signal.SIGINT)
+    loss = F.cross_entropy(model[2](model[1](h)), y)  # LOSS
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step} loss {loss.item():.6f}", flush=True)
+'''
+
+DDP = '''\
+import torch, torch.nn as nn, torch.nn.functional as F
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+torch.cuda.set_device(rank)
+device = torch.device("cuda", rank)
+torch.manual_seed(0)
+model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(device),
+            device_ids=[rank])
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(rank)
+x = torch.randn(16, 8, generator=g).to(device)
+y = torch.randint(0, 4, (16,), generator=g).to(device)
+for step in range(3):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"rank {rank} step {step} loss {loss.item():.6f}")
+dist.destroy_process_group()
+'''
+
+
+def _line(script, marker):
+    return next(i for i, l in enumerate(script.splitlines(), 1) if marker in l)
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _dump(tmp_path, script, out, env=None, args=()):
+    proc = run_python(["-m", "transfer_to_npu", "--dump", str(out), str(script), *args],
+                      cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _compare(tmp_path, *argv, env=None, timeout=900):
+    return run_python(["-m", "transfer_to_npu", "compare", *map(str, argv)], cwd=tmp_path,
+                      env=env, timeout=timeout)
+
+
+def _result(out):
+    return json.loads((out / "compare_result.json").read_text())
+
+
+def _losses(text):
+    return [float(v) for v in re.findall(r"loss ([0-9.]+)", text)]
+
+
+# --- the dump ----------------------------------------------------------------
+
+
+def test_dump_off_installs_nothing(tmp_path):
+    """No TRANSFER_TO_NPU_DUMP: the dump module is never imported, and no
+    torch function mode, module hook or optimizer hook is installed."""
+    check = (
+        "import sys, torch, transfer_to_npu\n"
+        "from torch.nn.modules import module\n"
+        "from torch.optim import optimizer\n"
+        "m = torch.nn.Linear(2, 2).cuda()\n"
+        "o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "m(torch.ones(1, 2).cuda()).sum().backward(); o.step()\n"
+        "print('dump' in sys.modules.get('transfer_to_npu').__dict__,\n"
+        "      'transfer_to_npu.dump' in sys.modules, 'transfer_to_npu.compare' in sys.modules,\n"
+        "      torch._C._len_torch_function_stack(),\n"
+        "      len(module._global_forward_pre_hooks), len(module._global_forward_hooks),\n"
+        "      len(optimizer._global_optimizer_pre_hooks),\n"
+        "      len(optimizer._global_optimizer_post_hooks))\n")
+    for env in ({}, {"TRANSFER_TO_NPU": "1"}):
+        proc = run_python(["-c", check], cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["False", "False", "False", "0", "0", "0", "0", "0"]
+    # And on, the same check sees the dump's mode and hooks.
+    proc = run_python(["-c", check], cwd=tmp_path,
+                      env={"TRANSFER_TO_NPU_DUMP": str(tmp_path / "d")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True", "False", "1", "1", "1", "1", "1"]
+
+
+def test_dump_layout_names_and_numerics(tmp_path):
+    script = _write(tmp_path, "mlp.py", MLP)
+    plain = run_python(["-m", "transfer_to_npu", str(script)], cwd=tmp_path)
+    dumped = _dump(tmp_path, script, tmp_path / "d")
+    # The dump changes nothing the run computes.
+    assert _losses(dumped.stdout) == _losses(plain.stdout) and len(_losses(plain.stdout)) == 6
+    steps = sorted(os.listdir(tmp_path / "d"))
+    assert steps == [f"step{i}" for i in range(7)]  # six optimizer steps, then the last reads
+    place = tmp_path / "d" / "step1" / "rank0"
+    assert sorted(os.listdir(place)) == ["construct.json", "dump.json", "scalars.json",
+                                         "stack.json"]
+    dump = json.loads((place / "dump.json").read_text())
+    assert (dump["task"], dump["level"], dump["framework"]) == ("statistics", "mix", "pytorch")
+    data, stack = dump["data"], json.loads((place / "stack.json").read_text())
+    construct = json.loads((place / "construct.json").read_text())
+    names = list(data)
+    for name in ("Functional.linear.0.forward", "Module.Linear.forward.0",
+                 "Functional.relu.0.forward", "Functional.cross_entropy.0.forward",
+                 "Functional.cross_entropy.0.backward", "Functional.linear.1.backward",
+                 "Optimizer.SGD.step.0.forward", "Tensor.item.0.forward"):
+        assert name in names, names
+    # A module's record follows the calls it makes (its output is known then).
+    assert names.index("Functional.linear.0.forward") < names.index("Module.Linear.forward.0")
+    assert construct["Functional.linear.0.forward"] == "Module.Linear.forward.0"
+    loss_line = _line(MLP, "# LOSS")
+    assert stack["Functional.cross_entropy.0.forward"] == f"{script}:{loss_line}"
+    out = data["Functional.cross_entropy.0.forward"]["output"][0]
+    assert list(out)[:10] == ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm",
+                              "nan_count", "inf_count", "requires_grad"]
+    assert out["dtype"] == "torch.float32" and out["shape"] == []
+    assert out["Max"] == out["Min"] == out["Mean"] == out["Norm"]
+    weight = data["Functional.linear.0.forward"]["input_args"][1]
+    assert weight["shape"] == [16, 8] and weight["Max"] >= weight["Mean"] >= weight["Min"]
+    assert data["Functional.cross_entropy.0.backward"]["input"][0]["Max"] == 1.0
+    optimizer = data["Optimizer.SGD.step.0.forward"]
+    assert len(optimizer["input_args"]) == len(optimizer["output"]) == 4  # grads, parameters
+    # The loss printed at step 0 is read at step 1 (after its optimizer step).
+    scalars = json.loads((place / "scalars.json").read_text())
+    assert [s["value"] for s in scalars] == pytest.approx([_losses(plain.stdout)[0]], abs=1e-6)
+    assert scalars[0]["site"] == f"{script}:{_line(MLP, 'print(')}"
+
+
+def test_dump_options(tmp_path):
+    script = _write(tmp_path, "mlp.py", MLP)
+    options = {"TRANSFER_TO_NPU_DUMP_STEPS": "2",
+               "TRANSFER_TO_NPU_DUMP_LIST": "Functional.*,Module.*",
+               "TRANSFER_TO_NPU_DUMP_TENSORS": "Functional.relu.*"}
+    _dump(tmp_path, script, tmp_path / "d", env=options)
+    place = tmp_path / "d" / "step2" / "rank0"
+    dump = json.loads((place / "dump.json").read_text())
+    assert dump["task"] == "tensor"
+    assert dump["data"] and all(n.startswith(("Functional.", "Module.")) for n in dump["data"])
+    relu = dump["data"]["Functional.relu.0.forward"]["output"][0]
+    assert relu["data_name"] == "Functional.relu.0.forward.output.0.pt"
+    assert (place / "dump_tensor_data" / relu["data_name"]).exists()
+    # Other steps keep their scalars only.
+    assert not (tmp_path / "d" / "step1" / "rank0" / "dump.json").exists() or \
+        not json.loads((tmp_path / "d" / "step1" / "rank0" / "dump.json").read_text())["data"]
+    assert json.loads((tmp_path / "d" / "step1" / "rank0" / "scalars.json").read_text())
+    # With both sides' tensors kept, compare measures them element by element.
+    _dump(tmp_path, script, tmp_path / "ref", env=dict(options, TRANSFER_TO_NPU_BACKEND="cpu"))
+    proc = _compare(tmp_path, "d", "ref", "--output", "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    relu = [r for r in _result(tmp_path / "out")["rows"]
+            if r["NPU Name"] == "Functional.relu.0.forward.output.0"]
+    assert len(relu) == 1 and relu[0]["Cosine"] == 1.0 and relu[0]["MaxAbsErr"] == 0.0
+    proc = run_python(["-m", "transfer_to_npu", "--dump", "d", "--dump-steps", "2-x",
+                       str(script)], cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "TRANSFER_TO_NPU_DUMP_STEPS='2-x': '2-x' is not a step or a range" in proc.stderr
+    proc = run_python(["-m", "transfer_to_npu", "--dump-steps", "2", str(script)], cwd=tmp_path)
+    assert proc.returncode == 2 and "--dump-steps goes with --dump" in proc.stderr
+
+
+def test_unmigrated_dump(tmp_path):
+    """TRANSFER_TO_NPU=0: the run is dumped unmigrated, even where the
+    script imports transfer_to_npu (the original run on CUDA)."""
+    script = _write(tmp_path, "plain.py", (
+        "import torch, transfer_to_npu\n"
+        "x = torch.ones(3) * 2\n"
+        "print(transfer_to_npu.is_enabled(), (x + 1).sum().item())\n"))
+    proc = run_python([str(script)], cwd=tmp_path,
+                      env={"TRANSFER_TO_NPU": "0", "TRANSFER_TO_NPU_DUMP": str(tmp_path / "d")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "9.0"]
+    data = json.loads((tmp_path / "d" / "step0" / "rank0" / "dump.json").read_text())["data"]
+    assert "Tensor.add.0.forward" in data and "Tensor.sum.0.forward" in data
+
+
+def test_ctrl_c_leaves_a_readable_partial_dump(tmp_path):
+    script = _write(tmp_path, "mlp.py", MLP)
+    proc = run_python(["-m", "transfer_to_npu", "--dump", "part", str(script)], cwd=tmp_path,
+                      env={"INTERRUPT": "1"})
+    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+    assert sorted(os.listdir(tmp_path / "part")) == [f"step{i}" for i in range(4)]
+    for step in range(4):
+        for name in ("dump.json", "stack.json", "construct.json", "scalars.json"):
+            json.loads((tmp_path / "part" / f"step{step}" / "rank0" / name).read_text())
+    open_step = json.loads((tmp_path / "part" / "step3" / "rank0" / "dump.json").read_text())
+    # The calls made before the interrupt, and nothing after it.
+    assert "Functional.linear.0.forward" in open_step["data"]
+    assert "Functional.cross_entropy.0.forward" not in open_step["data"]
+    _dump(tmp_path, script, tmp_path / "full")
+    proc = _compare(tmp_path, "part", "full", "--output", "out")
+    assert proc.returncode == 1
+    assert "only in the bench dump: rank0/step4, rank0/step5, rank0/step6" in proc.stdout
+    assert "the calls part at step 3" in proc.stdout
+
+
+# --- the cpu backend ---------------------------------------------------------
+
+
+def test_cpu_backend_runs_cuda_code_on_the_host(tmp_path):
+    script = _write(tmp_path, "host.py", (
+        "import torch, transfer_to_npu\n"
+        "x = torch.randn(4, 4, device='cuda:1')\n"
+        "m = torch.nn.Linear(4, 4).cuda()\n"
+        "with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "    y = m(x)\n"
+        "s = torch.amp.GradScaler('cuda')\n"
+        "s.scale(y.sum()).backward(); s.step(torch.optim.SGD(m.parameters(), lr=0.1)); "
+        "s.update()\n"
+        "torch.cuda.synchronize(); torch.cuda.manual_seed_all(1)\n"
+        "import torch.distributed as dist\n"
+        "print(transfer_to_npu.backend, x.device, torch.device('cuda', 3), x.is_cuda,\n"
+        "      next(m.parameters()).device, y.dtype, s.is_enabled(), s.get_scale(),\n"
+        "      torch.cuda.is_available(), torch.cuda.device_count(),\n"
+        "      torch.cuda.get_device_capability(), dist.is_nccl_available())\n"
+        # The host has no accelerator, on a CUDA build of torch too (whose
+        # accelerator is CUDA, which torch.cuda, answering for the host,
+        # would make it find available).
+        "from torch._utils import _get_available_device_type as available\n"
+        "acc = getattr(torch, 'accelerator', None)\n"
+        "print(available(), acc is None or acc.current_accelerator(check_available=True))\n"
+        # Arguments torch judges itself (an index of an int subclass), as
+        # it judges them for the host; the host is one device, whatever the
+        # index.
+        "class Index(int): pass\n"
+        "print(torch.device('cuda', Index(1)), torch.device(b'cuda', index=Index(0)))\n"))
+    proc = run_python([str(script)], cwd=tmp_path,
+                      env={"TRANSFER_TO_NPU": "1", "TRANSFER_TO_NPU_BACKEND": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    # bf16 autocast off (the reference is float32); the scaler scales as on
+    # the device (a power of two: exact in float32).
+    assert proc.stdout.split() == ["cpu", "cpu", "cpu", "True", "cpu", "torch.float32", "True",
+                                   "65536.0", "True", "1", "(8,", "0)", "True", "None", "None",
+                                   "cpu", "cpu"]
+    listing = run_python(["-m", "transfer_to_npu", "--backend", "cpu", "--list"], cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "mappings, cpu backend" in listing.stdout.splitlines()[0]
+    assert re.search(r"^torch\.cuda\.synchronize +function +transfer_to_npu\.backends\.cpu\."
+                     r"synchronize$", listing.stdout, re.M)
+
+
+def test_target_set_only_while_disabled(tmp_path):
+    import transfer_to_npu
+    from transfer_to_npu import _C
+
+    assert transfer_to_npu.is_enabled()
+    with pytest.raises(RuntimeError, match="disable"):
+        _C.set_target("cpu", "gloo", False)
+    proc = run_python(["-c", (
+        "import transfer_to_npu\n"
+        "from transfer_to_npu import _C\n"
+        "transfer_to_npu.disable()\n"
+        "for bad in (('toolong', 'gloo'), ('cpu', 'GLOO'), ('', 'gloo')):\n"
+        "    try:\n"
+        "        _C.set_target(bad[0], bad[1], False)\n"
+        "    except ValueError as e:\n"
+        "        print(e)\n"
+        "_C.set_target('cpu', 'gloo', False)\n"
+        "print(_C.npu_device_string('cuda:3'), _C.hccl_backend_string('cpu:gloo,cuda:nccl'))\n")],
+        cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == ("set_target(device='toolong', backend='gloo'): each must be 1 to 4 "
+                        "lower-case letters")
+    assert len(lines) == 4 and lines[3] == "cpu cpu:gloo,cpu:gloo"
+
+
+# --- compare -----------------------------------------------------------------
+
+
+def _descriptor(dtype="torch.float32", shape=(4,), mx=1.0, mn=-1.0, mean=0.0, norm=2.0,
+                nan=0, inf=0):
+    return {"type": "torch.Tensor", "dtype": dtype, "shape": list(shape), "Max": mx, "Min": mn,
+            "Mean": mean, "Norm": norm, "nan_count": nan, "inf_count": inf}
+
+
+class _Part:
+    tensor_dir = None
+
+
+@pytest.mark.parametrize("bench, npu, verdict, message", [
+    ({}, {}, "pass", ""),
+    ({}, {"mean": 3e-6}, "pass", ""),                      # a mean near zero: noise
+    ({}, {"mx": 1.00002}, "warning", "above 1e-05"),
+    ({}, {"mx": 1.01}, "error", "above 0.001"),
+    ({"dtype": "torch.bfloat16"}, {"dtype": "torch.bfloat16", "mx": 1.01}, "pass", ""),
+    ({"dtype": "torch.bfloat16"}, {"dtype": "torch.bfloat16", "mx": 1.05}, "warning", ""),
+    ({"dtype": "torch.float16"}, {"dtype": "torch.float16", "mx": 1.01}, "warning", ""),
+    ({}, {"dtype": "torch.bfloat16", "mx": 1.01}, "warning", "dtypes differ: torch.bfloat16"),
+    ({}, {"shape": (5,)}, "error", "shapes differ"),
+    ({}, {"mx": math.nan, "nan": 1}, "error", "NaN/Inf on the NPU side only"),
+    ({"mx": math.nan, "nan": 2}, {"mx": math.nan, "nan": 1}, "warning", "counts differ"),
+    ({"dtype": "torch.int64"}, {"dtype": "torch.int64", "mx": 2.0}, "error", "integer"),
+])
+def test_verdicts(bench, npu, verdict, message):
+    _, got, text = cmp.compare_tensor(_descriptor(**npu), _descriptor(**bench), _Part(), _Part())
+    assert got == verdict, text
+    assert message in text
+
+
+def test_seed_example_matches_its_cpu_reference(tmp_path):
+    out = tmp_path / "out"
+    # Two runs of the seed's 500 steps: a loaded machine takes its time.
+    proc = _compare(tmp_path, "--output", out, "--dump-steps", "0-1,499", "--",
+                    EXAMPLES / "train_cnn.py", timeout=2400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compare: the reference run (cpu)" in proc.stdout
+    assert "every matched call agrees (pass)" in proc.stdout
+    result = _result(out)
+    assert result["same_program"] and not result["unmatched"] and not result["first_error"]
+    assert {r["Result"] for r in result["rows"]} <= {"pass", "N/A"}
+    assert any(r["NPU Name"].startswith("Functional.conv2d.0.forward") for r in result["rows"])
+    losses = result["curves"]["0"]["train_cnn.py:77"]
+    assert len(losses["npu"]) == len(losses["bench"]) == 10
+    assert losses["npu"] == losses["bench"]
+    assert (out / "npu.log").read_text().count("outputs on npu:0") == 10
+    assert (out / "bench.log").read_text().count("outputs on cpu") == 10
+
+
+def test_transformer_matches_its_cpu_reference(tmp_path):
+    script = _write(tmp_path, "tiny.py", TRANSFORMER)
+    out = tmp_path / "out"
+    proc = _compare(tmp_path, "--output", out, "--", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = _result(out)
+    assert result["matched"] == result["calls"]["npu"] == result["calls"]["bench"] > 100
+    assert not result["first_divergence"]
+    assert (out / "summary.txt").read_text() in proc.stdout
+
+
+def test_a_perturbed_function_is_located(tmp_path):
+    """A user rule that changes one call's argument on the migrated side:
+    the first divergence is that call, at its line."""
+    script = _write(tmp_path, "tiny.py", TRANSFORMER)
+    rules = _write(tmp_path, "rules.json", json.dumps({"rules": {"ArgsModifyRule": [
+        {"func_name": "torch.nn.functional.leaky_relu", "arg_idx": 1, "arg_new": 0.2}]}}))
+    _dump(tmp_path, script, tmp_path / "npu", env={"TRANSFER_TO_NPU_RULES": str(rules)})
+    _dump(tmp_path, script, tmp_path / "bench", env={"TRANSFER_TO_NPU_BACKEND": "cpu"})
+    proc = _compare(tmp_path, "npu", "bench", "--output", "out")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    first = _result(tmp_path / "out")["first_divergence"]["0"]
+    assert first["NPU Name"].startswith("Functional.leaky_relu.0.forward.")
+    assert first["NPU_Stack_Info"] == f"{script}:{_line(TRANSFORMER, '# LEAKY')}"
+    assert first["Step"] == 0
+    assert (f"first divergence: Functional.leaky_relu.0.forward.input.negative_slope (step 0) "
+            f"at {script}:{_line(TRANSFORMER, '# LEAKY')}") in proc.stdout
+    # Its output is an error, and everything computed from it differs.
+    error = _result(tmp_path / "out")["first_error"]["0"]
+    assert error["NPU Name"] == "Functional.leaky_relu.0.forward.output.0"
+
+
+def test_bf16_autocast_on_one_side_is_located(tmp_path):
+    """The script under bf16 autocast: the cpu reference computes in
+    float32, and the first call autocast runs in bf16 is where the runs
+    part."""
+    script = _write(tmp_path, "tiny.py", TRANSFORMER)
+    out = tmp_path / "out"
+    proc = _compare(tmp_path, "--output", out, "--", script, "bf16")
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    first = _result(out)["first_divergence"]["0"]
+    assert first["NPU_Stack_Info"] == f"{script}:{_line(TRANSFORMER, '# ENCODER')}"
+    assert first["NPU Dtype"] == "torch.bfloat16" and first["Bench Dtype"] == "torch.float32"
+    assert "dtypes differ: torch.bfloat16 vs torch.float32" in first["Err_message"]
+    # Every call matches up, though the gradients arrive in another order
+    # (autocast's casts are nodes of the graph too).
+    assert not _result(out)["unmatched"]
+    # Everything before it agrees.
+    rows = _result(out)["rows"]
+    before = rows[:next(i for i, r in enumerate(rows) if r["NPU Name"] == first["NPU Name"])]
+    assert before and {r["Result"] for r in before} <= {"pass", "N/A"}
+
+
+def test_ddp_is_compared_rank_by_rank(tmp_path):
+    script = _write(tmp_path, "ddp.py", DDP)
+    out = tmp_path / "out"
+    proc = _compare(tmp_path, "--output", out, "--", "-m", "torch.distributed.run",
+                    "--standalone", "--nproc-per-node", "2", script,
+                    env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for side in ("npu", "bench"):
+        assert sorted(os.listdir(out / side / "step0")) == ["rank0", "rank1"]
+    assert "rank 0:" in proc.stdout and "rank 1:" in proc.stdout
+    result = _result(out)
+    assert {r["Rank"] for r in result["rows"]} == {0, 1}
+    curves = result["curves"]
+    site = f"ddp.py:{_line(DDP, 'print(')}"
+    assert curves["0"][site]["npu"] == curves["0"][site]["bench"]
+    # Each rank trains on its own data: two curves.
+    assert curves["0"][site]["npu"] != curves["1"][site]["npu"]
+
+
+def test_dumps_of_different_models_do_not_match(tmp_path):
+    _dump(tmp_path, _write(tmp_path, "mlp.py", MLP), tmp_path / "a")
+    _dump(tmp_path, _write(tmp_path, "tiny.py", TRANSFORMER), tmp_path / "b")
+    proc = _compare(tmp_path, "a", "b", "--output", "out")
+    assert proc.returncode == 1
+    assert "NOT THE SAME PROGRAM: only" in proc.stdout
+    assert "these dumps record different models or scripts" in proc.stdout
+    assert _result(tmp_path / "out")["same_program"] is False
+
+
+def test_compare_refuses_what_is_not_a_dump(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = _compare(tmp_path, "empty", "missing", "--output", "out")
+    assert proc.returncode == 2
+    assert "empty: no dump in it (step*/rank*/dump.json" in proc.stderr
+    proc = _compare(tmp_path, "only_one", "--output", "out")
+    assert proc.returncode == 2 and "two dumps are needed" in proc.stderr
+    (tmp_path / "out2" / "npu").mkdir(parents=True)
+    (tmp_path / "out2" / "npu" / "notes.txt").write_text("mine")
+    proc = _compare(tmp_path, "--output", "out2", "--", "x.py")
+    assert proc.returncode == 2 and "holds files that are not a dump" in proc.stderr
+    assert (tmp_path / "out2" / "npu" / "notes.txt").read_text() == "mine"
+
+
+def test_curves_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    script = _write(tmp_path, "mlp.py", MLP)
+    _dump(tmp_path, script, tmp_path / "a")
+    _dump(tmp_path, script, tmp_path / "b", env={"TRANSFER_TO_NPU_BACKEND": "cpu"})
+    proc = _compare(tmp_path, "a", "b", "--output", "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "out" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reference_unmigrated(tmp_path):
+    """--reference cuda: the reference is the script as it is, unmigrated
+    (here a script that takes the GPU when there is one: the host's CPU
+    unmigrated, the virtual NPU migrated)."""
+    script = _write(tmp_path, "either.py", MLP.replace(
+        "device = torch.device('cuda')",
+        "import transfer_to_npu\n"
+        "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+        "print('migrated', transfer_to_npu.is_enabled(), device)"))
+    out = tmp_path / "out"
+    proc = _compare(tmp_path, "--output", out, "--reference", "cuda", "--", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compare: the reference run (cuda)" in proc.stdout
+    assert "migrated False cpu" in (out / "bench.log").read_text()
+    assert "migrated True npu" in (out / "npu.log").read_text()
+    assert _result(out)["matched"] > 0 and not _result(out)["first_divergence"]

@@ -29,6 +29,7 @@ TRAIN = textwrap.dedent(f"""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(32, 64, device="cuda")
     y = torch.randint(0, 10, (32,), device="cuda")
+    interrupted = False
     print("ready", flush=True)
     for _ in range({ROUNDS}):
         try:
@@ -38,17 +39,24 @@ TRAIN = textwrap.dedent(f"""
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                if interrupted:
+                    # Said once a step has run again, so that the next
+                    # Ctrl-C never lands as the script exits on
+                    # checkpointing's error.
+                    print("interrupted", flush=True)
+                    interrupted = False
         except KeyboardInterrupt:
             # An interrupt can land anywhere, as on the CPU: also between
             # torch's switching grad mode off and back on.
             torch.set_grad_enabled(True)
-            print("interrupted", flush=True)
+            interrupted = True
         except torch.utils.checkpoint.CheckpointError:
             # Or inside checkpointing's own bookkeeping, whose state it
             # leaves half made, as on the CPU: the next step's recomputation
             # fails.
             print("checkpointing's state left by an interrupt", flush=True)
             sys.exit(4)
+    print("interrupted", flush=True)
     sys.exit(3)
 """)
 
@@ -220,13 +228,14 @@ def test_ctrl_c_in_a_dataloader_fed_checkpointed_loop_always_reaches_the_handler
     env.pop("TRANSFER_TO_NPU", None)
     with open(tmp_path / "stderr", "w+") as err:
         proc = subprocess.Popen([sys.executable, str(script), str(FED_ROUNDS), str(checkpoint)],
-                                env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=env, stdout=subprocess.PIPE, stderr=err, bufsize=0,
                                 start_new_session=True)
 
+        # Unbuffered: a line read leaves the next in the pipe, for select.
         def answer(timeout):
             if not select.select([proc.stdout], [], [], timeout)[0]:
                 return None
-            return proc.stdout.readline().strip()
+            return proc.stdout.readline().decode().strip()
 
         try:
             assert answer(120) == "ready"

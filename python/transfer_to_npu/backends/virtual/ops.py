@@ -234,26 +234,34 @@ def _npu_index(values):
     return None
 
 
-def _rerun_growing(op, args, kwargs):
-    """Rerun an op whose cpu kernel had to grow an out= tensor: its host
-    alias cannot grow, so the kernel gets fresh cpu outputs and each npu
-    out= tensor is then pointed at its result's memory."""
-    outs = {a.name for a in op._schema.arguments if a.is_out}
+def _on_host(op, args, kwargs, grow_outs=False):
+    """The op's cpu kernel on host aliases that keep the npu inputs'
+    conjugate and negative bits (the C core's, made through DLPack, carry
+    none): a kernel that reads them (mm conjugates inside its BLAS call)
+    computes what it computes on the cpu, to the bit.  With grow_outs, for
+    an op whose cpu kernel had to grow an out= tensor, which its host alias
+    cannot: the kernel gets fresh cpu outputs and each npu out= tensor is
+    then pointed at its result's memory.  A result that is an argument's
+    alias (an in-place op's self, an out=) is that npu argument."""
+    outs = {a.name for a in op._schema.arguments if a.is_out} if grow_outs else set()
     index = _npu_index(list(args) + list(kwargs.values()))
     fresh = []
+    moved = {}
 
     def host_arg(name, v):
         if name in outs and _is_npu(v):
             cpu = torch.empty(0, dtype=v.dtype)
             fresh.append((v, cpu))
             return cpu
-        return _host_value(v)
+        host = _host_value(v)
+        if _is_npu(v):
+            moved[id(host)] = v
+        return host
 
     names = [a.name for a in op._schema.arguments]
     host_args = [host_arg(names[i], v) for i, v in enumerate(args)]
     host_kwargs = {k: host_arg(k, v) for k, v in kwargs.items()}
     result = op._op(*host_args, **host_kwargs)
-    moved = {}
     for npu_t, cpu_t in fresh:
         _point_at(npu_t, _C.to_device(cpu_t, npu_t.device.index))
         moved[id(cpu_t)] = npu_t
@@ -271,12 +279,6 @@ def _rerun_growing(op, args, kwargs):
         return r
 
     return back(result)
-
-
-def _mutated(op):
-    """Names of the arguments the op writes to."""
-    return {a.name for a in op._schema.arguments
-            if a.alias_info is not None and a.alias_info.is_write}
 
 
 def _numbers_for_tensors(op, args, kwargs):
@@ -300,10 +302,9 @@ def retry(error, op, *args, **kwargs):
     """The slow path for a call the generic path failed with ``error``:
     rerun it when the failure is the virtual NPU's own, else raise."""
     if isinstance(error, RuntimeError) and "storage that is not resizable" in str(error):
-        return _rerun_growing(op, args, kwargs)
+        return _on_host(op, args, kwargs, grow_outs=True)
     if isinstance(error, RuntimeError) and "conjugate or negative bit set" in str(error):
-        args, kwargs = _resolve_math_bits(op, args, kwargs)
-        return _C.host_run(op, op._op, *args, **kwargs)
+        return _on_host(op, args, kwargs)
     if _numbers_for_tensors(op, args, kwargs):
         # The overload packet picks the Scalar overload for the number, as
         # the wrapped number would have had it on the cpu.
@@ -375,35 +376,14 @@ _IMPLS = {
 # torch resolves these bits before an op reaches a backend, but for the ops
 # whose kernels take them into account (mm, dot, copies, views...).  A host
 # alias made through DLPack would lose them.  The C core refuses a complex
-# input with a bit set, and retry() resolves it; real tensors carry only
-# the negative bit, which reaches a handful of ops: those get a handler.
+# input with a bit set, and retry() runs the op on host aliases that keep
+# them; real tensors carry only the negative bit, which reaches a handful of
+# ops: those get a handler that does the same.
 
 def _has_math_bit(v):
     if isinstance(v, (list, tuple)):
         return any(_has_math_bit(x) for x in v)
     return _is_npu(v) and (v.is_conj() or v.is_neg())
-
-
-def _resolve_math_bits(op, args, kwargs):
-    """The call with its conjugate and negative npu inputs materialised
-    (on the npu)."""
-    names = [a.name for a in op._schema.arguments]
-    written = _mutated(op)
-
-    def resolve(name, v):
-        if isinstance(v, (list, tuple)):
-            return type(v)(resolve(name, x) for x in v)
-        if not _has_math_bit(v):
-            return v
-        if name in written:
-            raise NotImplementedError(
-                f"{op._schema.name}.{op._overloadname} on the virtual NPU ({v.device}): cannot "
-                f"write into a conjugate or negative view ({name!r}); call resolve_conj() or "
-                f"resolve_neg() on it first")
-        return v.resolve_conj().resolve_neg()
-
-    return ([resolve(names[i] if i < len(names) else "", v) for i, v in enumerate(args)],
-            {k: resolve(k, v) for k, v in kwargs.items()})
 
 
 def _sees_negative_bit(op):
@@ -418,7 +398,7 @@ def _sees_negative_bit(op):
 def _resolving_math_bits(op):
     def handler(op, *args, **kwargs):
         if _has_math_bit(args) or _has_math_bit(tuple(kwargs.values())):
-            args, kwargs = _resolve_math_bits(op, args, kwargs)
+            return _on_host(op, args, kwargs)
         return _run(op, *args, **kwargs)
 
     return handler

@@ -395,7 +395,7 @@ def _sees_negative_bit(op):
                                                                            "Negative"))
 
 
-def _resolving_math_bits(op):
+def _keeping_math_bits(op):
     def handler(op, *args, **kwargs):
         if _has_math_bit(args) or _has_math_bit(tuple(kwargs.values())):
             return _on_host(op, args, kwargs)
@@ -451,7 +451,7 @@ def classify(op):
     reads = [a for a in op._schema.arguments
              if "Tensor" in str(a.type) and not (a.alias_info and a.alias_info.is_write)]
     if reads and _sees_negative_bit(op):
-        return _resolving_math_bits(op)
+        return _keeping_math_bits(op)
     return None
 
 

@@ -122,6 +122,50 @@ def test_dropout_is_reproducible_under_a_seed():
     assert torch.equal(torch.rand(3), expected_cpu)
 
 
+class _OpsSeen(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
+def test_dropout_computes_the_cpus_values_the_cpus_way(p):
+    """Under one seed the npu's dropout gives the cpu's values and
+    gradients, through the ops the cpu runs: float noise multiplied in, not
+    the fused kernel's boolean mask, whose cast to the input's dtype costs
+    two passes over each activation."""
+    x = torch.randn(4, 8, 16)
+    results = {}
+    for device in ("cpu", "npu"):
+        leaf = x.detach().to(device).requires_grad_()
+        torch.manual_seed(11)
+        with _OpsSeen() as seen:
+            out = nn.functional.dropout(leaf, p)
+            out.pow(2).sum().backward()
+        results[device] = (out.detach().cpu(), leaf.grad.cpu(), seen.names)
+    (cpu_out, cpu_grad, cpu_ops), (npu_out, npu_grad, npu_ops) = results["cpu"], results["npu"]
+    assert torch.equal(npu_out, cpu_out) and torch.equal(npu_grad, cpu_grad)
+    assert npu_ops == cpu_ops
+    assert "aten::native_dropout" not in npu_ops
+
+
+def test_dropout_outside_training_and_its_errors_are_the_cpus():
+    x = torch.ones(3, device="npu")
+    assert torch.dropout(x, 0.5, False) is x
+    with torch.inference_mode():
+        torch.manual_seed(2)
+        drawn = torch.dropout(torch.ones(100, device="npu"), 0.5, True)
+    torch.manual_seed(2)
+    assert torch.equal(drawn.cpu(), torch.dropout(torch.ones(100), 0.5, True))
+    for device in ("cpu", "npu"):
+        with pytest.raises(RuntimeError, match="between 0 and 1, but got 1.5"):
+            torch.dropout(torch.ones(3, device=device), 1.5, True)
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_replays_the_npu_rng(reentrant):
     torch.manual_seed(0)

@@ -12,8 +12,9 @@ The ops here need more than that:
   custom device; they run as the host's own ``convolution``;
 * random ops draw from the npu's generators (``random_ops.py``);
 * CUDA-only kernels torch calls for every accelerator (``rnn.py``) and
-  those of nn.SyncBatchNorm (``sync_batch_norm.py``), and attention, whose
-  kernel torch chooses per device (``attention.py``).
+  those of nn.SyncBatchNorm (``sync_batch_norm.py``); attention, whose
+  kernel torch chooses per device (``attention.py``), and dropout, which
+  torch fuses on any device but the cpu (``dropout.py``).
 
 The generic path is registered as the npu kernel of every op that has a cpu
 kernel of its own, so the npu runs that very kernel in one call where torch
@@ -31,7 +32,7 @@ import functools
 import torch
 
 from ... import _C
-from . import attention, random_ops, registry, rnn, storage, sync_batch_norm
+from . import attention, dropout, random_ops, registry, rnn, storage, sync_batch_norm
 from . import dispatched_by_device, host_kernel_names
 from .factories import host as _host, is_npu as _is_npu, op_of
 
@@ -474,6 +475,8 @@ def _own_kernels():
             _C.host_run, op_of(name), fn)
     for key in attention.KEYS:
         yield attention.NAME, key, lambda: attention.scaled_dot_product_attention
+    for key in dropout.KEYS:
+        yield dropout.NAME, key, lambda: dropout.dropout
     for name, fn in attention.KERNELS.items():
         yield name, "PrivateUse1", lambda fn=fn: fn
 

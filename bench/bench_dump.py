@@ -31,7 +31,7 @@ STEPS = int(os.environ.get("BENCH_STEPS", "10"))
 
 
 def installed():
-    return ("transfer_to_npu.dump" in sys.modules, torch._C._len_torch_function_stack(),
+    return ("transfer_to_npu.accuracy.dump" in sys.modules, torch._C._len_torch_function_stack(),
             len(nn_module._global_forward_pre_hooks) + len(nn_module._global_forward_hooks),
             len(optim_module._global_optimizer_pre_hooks)
             + len(optim_module._global_optimizer_post_hooks))
@@ -53,7 +53,7 @@ def main():
           f"global module hooks {hooks}, optimizer hooks {optimizer_hooks}")
     step = make_step(make_training("cuda:0"), "cuda:0")
     per_step(step)  # warm
-    from transfer_to_npu import dump
+    from transfer_to_npu.accuracy import dump
 
     times = {"off": [], "on": [], "on, step not dumped": []}
     with tempfile.TemporaryDirectory() as directory:

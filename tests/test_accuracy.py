@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import EXAMPLES, run_python
-from transfer_to_npu import compare as cmp
+from transfer_to_npu.accuracy import verdicts
 
 # A small transformer written for CUDA: data made on the host, no dropout
 # (the reference's random numbers would be the host's), AdamW.  Its first
@@ -145,8 +145,9 @@ def test_dump_off_installs_nothing(tmp_path):
         "m = torch.nn.Linear(2, 2).cuda()\n"
         "o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "m(torch.ones(1, 2).cuda()).sum().backward(); o.step()\n"
-        "print('dump' in sys.modules.get('transfer_to_npu').__dict__,\n"
-        "      'transfer_to_npu.dump' in sys.modules, 'transfer_to_npu.compare' in sys.modules,\n"
+        "print('accuracy' in sys.modules.get('transfer_to_npu').__dict__,\n"
+        "      'transfer_to_npu.accuracy.dump' in sys.modules,\n"
+        "      'transfer_to_npu.accuracy.compare' in sys.modules,\n"
         "      torch._C._len_torch_function_stack(),\n"
         "      len(module._global_forward_pre_hooks), len(module._global_forward_hooks),\n"
         "      len(optimizer._global_optimizer_pre_hooks),\n"
@@ -370,7 +371,7 @@ class _Part:
     ({"dtype": "torch.int64"}, {"dtype": "torch.int64", "mx": 2.0}, "error", "integer"),
 ])
 def test_verdicts(bench, npu, verdict, message):
-    _, got, text = cmp.compare_tensor(_descriptor(**npu), _descriptor(**bench), _Part(), _Part())
+    _, got, text = verdicts.compare_tensor(_descriptor(**npu), _descriptor(**bench), _Part(), _Part())
     assert got == verdict, text
     assert message in text
 

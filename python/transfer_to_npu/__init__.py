@@ -228,8 +228,9 @@ def _refused():
 if not _run_by_our_cli():
     if not _refused():
         enable()
-    # The dump (dump.py) loads only when asked for: off, nothing of it exists.
+    # The dump (accuracy/dump.py) loads only when asked for: off, nothing of it
+    # exists.
     if os.environ.get("TRANSFER_TO_NPU_DUMP"):
-        from . import dump
+        from .accuracy import dump
 
         dump.start()

@@ -5,8 +5,8 @@
     python -m transfer_to_npu --list [--torch-npu VERSION]
     python -m transfer_to_npu analyze PATH... [--output DIR]   (static/analyze.py)
     python -m transfer_to_npu convert SRC DST                  (static/convert.py)
-    python -m transfer_to_npu [--dump DIR ...] script.py [args...]   (dump.py)
-    python -m transfer_to_npu compare ...                      (compare.py)
+    python -m transfer_to_npu [--dump DIR ...] script.py [args...]   (accuracy/dump.py)
+    python -m transfer_to_npu compare ...                      (accuracy/compare.py)
 
 The script runs exactly as ``python script.py args...`` would run it (its
 argv, ``__main__``, ``sys.path[0]``, exit code and traceback), with every
@@ -161,7 +161,7 @@ def _split(argv):
 
 
 # Subcommands that work on source code, before anything runs.
-_TOOLS = {"analyze": "static.analyze", "convert": "static.convert", "compare": "compare"}
+_TOOLS = {"analyze": "static.analyze", "convert": "static.convert", "compare": "accuracy.compare"}
 
 
 def main(argv=None):
@@ -207,7 +207,7 @@ def main(argv=None):
     else:
         transfer_to_npu.enable()
     if not opts.list and os.environ.get("TRANSFER_TO_NPU_DUMP"):
-        from . import dump
+        from .accuracy import dump
 
         try:
             dump.start()

@@ -15,10 +15,8 @@ turns the dump off with a warning, never the run.
 """
 
 import atexit
-import fnmatch
 import inspect
 import json
-import math
 import os
 import sys
 import threading
@@ -28,13 +26,10 @@ import weakref
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import _files
-
-ENV = "TRANSFER_TO_NPU_DUMP"
-ENV_STEPS = "TRANSFER_TO_NPU_DUMP_STEPS"
-ENV_LIST = "TRANSFER_TO_NPU_DUMP_LIST"
-ENV_TENSORS = "TRANSFER_TO_NPU_DUMP_TENSORS"
-ENV_SEED = "TRANSFER_TO_NPU_DUMP_SEED"
+from .. import _files
+from . import names as _names, stats as _stats
+from .settings import ENV, ENV_SEED, DumpError, Settings
+from .stats import STATS
 
 # Containers longer than this are recorded by their length (a DataLoader's
 # collate stacks a batch of tensors: the stacked output says it all).
@@ -46,169 +41,6 @@ SCALAR_CONVERSIONS = frozenset(("item", "tolist", "__float__", "__format__"))
 
 # Descriptor reads and writes (Tensor.grad, .shape, .T): no computation.
 _ATTRIBUTE_ACCESS = frozenset(("__get__", "__set__", "__delete__"))
-
-# The statistics, in the order a stats tensor holds them.
-STATS = ("Max", "Min", "Mean", "Norm", "nan_count", "inf_count")
-
-
-def _uninitialized(name):
-    """Whether a function's result is memory not yet written (torch.empty,
-    Tensor.new_empty...): no values to describe until a later call fills
-    it."""
-    return "empty" in name.rpartition(".")[2]
-
-
-class DumpError(ValueError):
-    """A dump setting that cannot be used: names the variable and value."""
-
-
-# --- settings ------------------------------------------------------------------
-
-def parse_steps(text, where=ENV_STEPS):
-    """'0-2,5' -> frozenset({0, 1, 2, 5}); '' or None -> None (every step)."""
-    if text is None or not text.strip():
-        return None
-    steps = set()
-    for part in text.split(","):
-        part = part.strip()
-        first, dash, last = part.partition("-")
-        try:
-            lo = int(first)
-            hi = int(last) if dash else lo
-        except ValueError:
-            raise DumpError(f"{where}={text!r}: {part!r} is not a step or a range of steps "
-                            f"(such as 0-2,5)") from None
-        if lo < 0 or hi < lo:
-            raise DumpError(f"{where}={text!r}: {part!r} is not a range of steps from 0")
-        steps.update(range(lo, hi + 1))
-    return frozenset(steps)
-
-
-def parse_patterns(text):
-    """'Module.*,Functional.*' -> ('Module.*', 'Functional.*'); '' -> None."""
-    if text is None or not text.strip():
-        return None
-    return tuple(p.strip() for p in text.split(",") if p.strip())
-
-
-class Settings:
-    def __init__(self, directory, steps=None, patterns=None, tensors=None):
-        if not directory:
-            raise DumpError(f"{ENV}: a directory is needed, got {directory!r}")
-        self.directory = os.path.abspath(directory)
-        self.steps = steps
-        self.patterns = patterns
-        self.tensors = tensors
-
-    @classmethod
-    def from_environment(cls):
-        env = os.environ
-        return cls(env.get(ENV, ""), parse_steps(env.get(ENV_STEPS)),
-                   parse_patterns(env.get(ENV_LIST)), parse_patterns(env.get(ENV_TENSORS)))
-
-    def wanted(self, name):
-        return self.patterns is None or _matches(name, self.patterns)
-
-    def keeps_tensors(self, name):
-        return self.tensors is not None and _matches(name, self.tensors)
-
-
-def _matches(name, patterns):
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
-# --- names ---------------------------------------------------------------------
-
-def _api_names():
-    """id(function) -> its name as msprobe spells it: torch.nn.functional's
-    first (F.conv2d is torch.conv2d: "Functional.conv2d"), then torch's;
-    wrappers of the migration are named for what they wrap."""
-    from ._rules._introspect import original
-
-    names = {}
-    for prefix, module in (("Functional", torch.nn.functional), ("Torch", torch)):
-        for attr in dir(module):
-            if attr.startswith("_"):
-                continue
-            obj = getattr(module, attr, None)
-            if callable(obj) and not isinstance(obj, type):
-                for fn in (obj, original(obj)):
-                    names.setdefault(id(fn), f"{prefix}.{attr}")
-    return names
-
-
-def _fallback_name(func):
-    name = getattr(func, "__name__", None) or type(func).__name__
-    qualname = getattr(func, "__qualname__", "") or ""
-    if qualname.startswith(("TensorBase.", "Tensor.")):
-        return f"Tensor.{name}"
-    module = getattr(func, "__module__", "") or ""
-    if module.startswith("torch.nn.functional"):
-        return f"Functional.{name}"
-    if module.startswith("torch.distributed"):
-        return f"Distributed.{name}"
-    return f"Torch.{name}"
-
-
-# --- statistics ----------------------------------------------------------------
-
-def _host_view():
-    """A function giving, for a tensor on a device whose memory is the
-    host's, a CPU tensor over the same memory (None for any other): the
-    virtual NPU's npu tensors, whose statistics are then the CPU's kernels'
-    at no cost of the npu's dispatch, read with no synchronisation."""
-    from . import backends
-
-    if backends.installed != "virtual":
-        return lambda t: t if t.device.type == "cpu" else None
-    from .backends.virtual.factories import host
-
-    def view(t):
-        kind = t.device.type
-        return t if kind == "cpu" else host(t) if kind == "npu" else None
-
-    return view
-
-
-def _prepare(t):
-    """t detached, as a real tensor of float32 (float64 for float64 and
-    integers); None when it has no statistics to give (empty, meta,
-    sparse)."""
-    if t.layout != torch.strided or t.is_meta or t.numel() == 0:
-        return None
-    x = t.detach()
-    if x.is_complex():
-        x = x.abs()
-    if x.dtype != torch.float64:
-        x = x.to(torch.float32 if x.is_floating_point() else torch.float64)
-    return x
-
-
-def _values(x):
-    low, high = torch.aminmax(x)
-    return torch.stack([high, low, x.mean(), torch.linalg.vector_norm(x)])
-
-
-def host_stats(x, floating):
-    """The statistics (STATS order) of a tensor in host memory, as floats:
-    NaN and Inf are counted only where a statistic is not finite."""
-    values = _values(x).tolist()
-    if floating and not all(map(math.isfinite, values)):
-        values += [int(x.isnan().sum()), int(x.isinf().sum())]
-    else:
-        values += [0, 0]
-    return values
-
-
-def device_stats(x, floating):
-    """The statistics of a tensor in a device's own memory, as a float64
-    tensor on that device (read when the step is written: no
-    synchronisation per tensor)."""
-    if floating:
-        counts = torch.stack([x.isnan().sum(), x.isinf().sum()])
-    else:
-        counts = x.new_zeros(2)
-    return torch.cat([_values(x).to(torch.float64), counts.to(torch.float64)])
 
 
 # --- the recorder --------------------------------------------------------------
@@ -239,12 +71,12 @@ class Recorder:
         self.in_optimizer = 0
         self.modules = []   # (module, record name, pending record) of the modules running
         self.roots = weakref.WeakKeyDictionary()  # root module -> {id(module): path}
-        self.names = _api_names()
+        self.names = _names.api_names()
         self.decided = {}   # id(func) -> name, or False: never recorded
         self.prefixes = _internal_prefixes()
         self.task = "tensor" if settings.tensors else "statistics"
         self.undo = []
-        self.host_view = _host_view()
+        self.host_view = _stats.host_view()
 
     # -- naming and places
 
@@ -371,10 +203,10 @@ class Recorder:
         try:
             floating = t.is_floating_point() or t.is_complex()
             host = self.host_view(t)
-            x = _prepare(t if host is None else host)
+            x = _stats.prepare(t if host is None else host)
             if x is None:
                 return None
-            return device_stats(x, floating) if host is None else host_stats(x, floating)
+            return _stats.device_stats(x, floating) if host is None else _stats.host_stats(x, floating)
         except Exception:  # a tensor with no statistics to give (a subclass's)
             return None
 
@@ -547,7 +379,7 @@ _OVERRIDES = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "ove
 
 
 def _internal_prefixes():
-    from . import _report
+    from .. import _report
 
     return _report._internal_prefixes()
 
@@ -616,7 +448,7 @@ class _Mode(TorchFunctionMode):
             rec.decided[id(func)] = decided
             with rec.lock, _quiet():
                 shown = args[0] if decided.endswith("__setitem__") else out
-                blank = _uninitialized(decided)
+                blank = _names.uninitialized(decided)
                 entry["output"] = [rec.describe(shown, name, "output.0", blank=blank)] \
                     if isinstance(shown, torch.Tensor) else \
                     rec.describe(shown, name, "output", blank=blank)
@@ -638,7 +470,7 @@ def _decide(rec, func):
     if name in _ATTRIBUTE_ACCESS or type(func).__module__ == "torch._ops":
         rec.decided[id(func)] = False
         return False
-    found = rec.names.get(id(func)) or _fallback_name(func)
+    found = rec.names.get(id(func)) or _names.fallback_name(func)
     return found
 
 

@@ -1,0 +1,195 @@
+"""Verdicts on a pair of recorded values: a tensor's statistics (or its
+elements, where both sides kept it) and a plain argument, with thresholds
+per dtype (docs/accuracy.md)."""
+
+import math
+import os
+
+# Verdict thresholds on a row's error (docs/accuracy.md): (pass, warning)
+# per dtype; above the second, an error.
+THRESHOLDS = {
+    "torch.float64": (1e-10, 1e-6),
+    "torch.complex128": (1e-10, 1e-6),
+    "torch.float32": (1e-5, 1e-3),
+    "torch.complex64": (1e-5, 1e-3),
+    "torch.float16": (2e-3, 2e-2),
+    "torch.bfloat16": (1.6e-2, 1e-1),
+}
+# Dtypes of less precision come later: the threshold of a pair is the
+# looser one's.
+_PRECISION = ("torch.float64", "torch.complex128", "torch.float32", "torch.complex64",
+              "torch.float16", "torch.bfloat16")
+
+PASS, WARNING, ERROR, NA = "pass", "warning", "error", "N/A"
+
+
+STATS = ("Max", "Min", "Mean", "Norm")
+
+
+# --- comparing tensors ---------------------------------------------------------
+
+# Arguments compared by value (a device is not: it is the run's own).
+_VALUE_TYPES = frozenset(("int", "float", "bool", "str", "NoneType", "torch.dtype",
+                          "torch.Size"))
+
+
+def items(record):
+    """(label, descriptor) of each tensor and each plain value of a call,
+    in order."""
+    out = []
+
+    def walk(label, node):
+        if isinstance(node, dict) and (node.get("type") == "torch.Tensor"
+                                       or node.get("type") in _VALUE_TYPES):
+            out.append((label, node))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(f"{label}.{i}", v)
+
+    if "input_args" in record or "output" in record:
+        for i, v in enumerate(record.get("input_args", [])):
+            walk(f"input.{i}", v)
+        for k, v in record.get("input_kwargs", {}).items():
+            walk(f"input.{k}", v)
+        out_items = record.get("output", [])
+        for i, v in enumerate(out_items if isinstance(out_items, list) else [out_items]):
+            walk(f"output.{i}", v)
+    else:
+        for i, v in enumerate(record.get("input", [])):
+            walk(f"input.{i}", v)
+    return out
+
+
+def _looser(a, b):
+    ranks = [(_PRECISION.index(d) if d in _PRECISION else -1) for d in (a, b)]
+    return a if ranks[0] >= ranks[1] else b
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _same(a, b):
+    """Equal, NaN with NaN and infinities of one sign included."""
+    if a == b:
+        return True
+    return _number(a) and _number(b) and math.isnan(a) and math.isnan(b)
+
+
+def _diff(a, b):
+    if not (_number(a) and _number(b)) or _same(a, b):
+        return 0.0 if _number(a) and _number(b) else None
+    return a - b
+
+
+def _rel(d, bench):
+    if d is None:
+        return None
+    if d == 0:
+        return 0.0
+    return abs(d) / abs(bench) if _number(bench) and bench != 0 else math.inf
+
+
+def _magnitude(*descs):
+    return max((abs(d[k]) for d in descs for k in ("Max", "Min")
+                if _number(d.get(k)) and math.isfinite(d[k])), default=0.0)
+
+
+def _error(n, b):
+    """The largest statistic difference over the tensor's magnitude."""
+    scale = _magnitude(n, b)
+    worst = 0.0
+    for stat in STATS:
+        d = _diff(n.get(stat), b.get(stat))
+        if d is None or d == 0:
+            continue
+        if math.isnan(d) or math.isinf(d):
+            return math.inf
+        s = max(abs(n.get("Norm") or 0), abs(b.get("Norm") or 0)) if stat == "Norm" else scale
+        worst = max(worst, abs(d) / s if s > 0 else math.inf)
+    return worst
+
+
+def _tensor_errors(n_path, b_path):
+    """Cosine, MaxAbsErr, MaxRelErr of two kept tensors, or None."""
+    import torch
+
+    try:
+        n = torch.load(n_path, map_location="cpu", weights_only=True).double().flatten()
+        b = torch.load(b_path, map_location="cpu", weights_only=True).double().flatten()
+    except Exception:
+        return None
+    if n.shape != b.shape or n.numel() == 0:
+        return None
+    diff = (n - b).abs()
+    denom = n.norm() * b.norm()
+    cosine = min(1.0, max(-1.0, float((n @ b) / denom))) if denom > 0 else \
+        (1.0 if diff.max() == 0 else 0.0)
+    rel = diff / b.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    return cosine, float(diff.max()), float(rel.max())
+
+
+def _nonfinite(d):
+    return (d.get("nan_count") or 0, d.get("inf_count") or 0)
+
+
+def compare_value(n, b):
+    """(row values, verdict, message) of a pair of plain arguments, or None
+    where there is nothing to say."""
+    if n is not None and b is not None and n.get("value") == b.get("value"):
+        return None
+    shown = lambda d: "nothing" if d is None else repr(d.get("value"))  # noqa: E731
+    return {}, WARNING, f"arguments differ: {shown(n)} vs {shown(b)}"
+
+
+def compare_tensor(n, b, n_part, b_part):
+    """(row values, verdict, message) of one pair of tensor descriptors."""
+    row = {"NPU Dtype": n and n.get("dtype"), "Bench Dtype": b and b.get("dtype"),
+           "NPU Tensor Shape": n and n.get("shape"), "Bench Tensor Shape": b and b.get("shape")}
+    if n is None or b is None:
+        return row, ERROR, f"a tensor on the {'bench' if n is None else 'NPU'} side only"
+    for side, d in (("NPU", n), ("Bench", b)):
+        for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")):
+            row[f"{side} {col}"] = d.get(stat)
+        row[f"{side} nan/inf"] = "%d/%d" % _nonfinite(d)
+    if n.get("shape") != b.get("shape"):
+        return row, ERROR, f"shapes differ: {n.get('shape')} vs {b.get('shape')}"
+    if n.get("Max") is None or b.get("Max") is None:
+        return row, NA, "no values to compare (memory not written yet, or empty)"
+    for stat, col in zip(STATS, ("Max diff", "Min diff", "Mean diff", "L2norm diff")):
+        d = _diff(n.get(stat), b.get(stat))
+        row[col] = d
+        row[col.replace(" diff", "").replace("L2norm", "Norm") + "RelativeErr"] = \
+            _rel(d, b.get(stat))
+    messages, verdict = [], PASS
+    nf_n, nf_b = _nonfinite(n), _nonfinite(b)
+    if (sum(nf_n) == 0) != (sum(nf_b) == 0):
+        return row, ERROR, (f"NaN/Inf on the {'NPU' if sum(nf_n) else 'bench'} side only "
+                            f"(NaN {nf_n[0]} vs {nf_b[0]}, Inf {nf_n[1]} vs {nf_b[1]})")
+    if nf_n != nf_b:
+        verdict = WARNING
+        messages.append(f"NaN/Inf counts differ ({nf_n[0]}/{nf_n[1]} vs {nf_b[0]}/{nf_b[1]})")
+    n_dtype, b_dtype = n.get("dtype"), b.get("dtype")
+    floating = n_dtype in THRESHOLDS or b_dtype in THRESHOLDS
+    if n_dtype != b_dtype:
+        verdict = WARNING
+        messages.append(f"dtypes differ: {n_dtype} vs {b_dtype}")
+    err = _error(n, b)
+    if n.get("data_name") and b.get("data_name"):
+        found = _tensor_errors(os.path.join(n_part.tensor_dir, n["data_name"]),
+                               os.path.join(b_part.tensor_dir, b["data_name"]))
+        if found is not None:
+            row["Cosine"], row["MaxAbsErr"], row["MaxRelErr"] = found
+            scale = _magnitude(n, b)
+            err = max(err, found[1] / scale if scale > 0 else (0.0 if found[1] == 0 else math.inf))
+    row["Error"] = err
+    if not floating:
+        if err > 0:
+            return row, ERROR, "; ".join(messages + ["integer values differ"])
+        return row, verdict, "; ".join(messages)
+    passed, warned = THRESHOLDS.get(_looser(n_dtype, b_dtype), THRESHOLDS["torch.float32"])
+    if err > warned:
+        return row, ERROR, "; ".join(messages + [f"error {err:.3g} above {warned:g}"])
+    if err > passed:
+        return row, WARNING, "; ".join(messages + [f"error {err:.3g} above {passed:g}"])
+    return row, verdict, "; ".join(messages)

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from transfer_to_npu.backends.virtual import autocast
+from transfer_to_npu.backends import autocast_policy as autocast
 
 LOW = [torch.float16, torch.bfloat16]
 

@@ -11,10 +11,13 @@ be on CPU"), nn.DataParallel and torch._utils's device queries
 type is its answer when migrated, in every module that bound it.
 
 Under the cpu backend (an accuracy compare's reference) the host is the
-device, and a machine with no accelerator the answer: torch.cuda answers
-for the host, so on a CUDA build of torch torch.accelerator found CUDA
-available and asked the real driver (the optimizer's graph-capture check on
-each step: "CUDA driver version is insufficient").
+device, and the accelerator: torch.accelerator answers as on the GPU
+machine (an available accelerator, the cpu device), so that a script
+choosing its device or data path by it (pytorch/examples' mnist:
+``torch.accelerator.is_available()``, then pinned memory and a worker)
+takes the path it takes there.  torch._C's functions behind it are the
+host's (backends/cpu/accelerator.py): on a CUDA build of torch they would
+find CUDA and ask the real driver.
 """
 
 import functools
@@ -48,17 +51,6 @@ def available_device_type(original):
     return _get_available_device_type
 
 
-def no_accelerator(original):
-    """torch.accelerator.current_accelerator() without CUDA (the cpu
-    backend); is_available() and the functions that ask it follow."""
-    @functools.wraps(original)
-    def current_accelerator(*args, **kwargs):
-        device = original(*args, **kwargs)
-        return None if device is not None and device.type == "cuda" else device
-
-    return current_accelerator
-
-
 def rows(torch):
     answer = _answer()
     out = [row("torch._utils._get_available_device_type",
@@ -67,9 +59,19 @@ def rows(torch):
                f"{__name__}:available_device_type()", kws=())
            for module in _BOUND_IN]
     accelerator = getattr(torch, "accelerator", None)
-    if answer is None and hasattr(accelerator, "current_accelerator"):
-        out.append(row("torch.accelerator.current_accelerator",
-                       "torch.accelerator.current_accelerator (None for CUDA: the host)",
-                       "function", _C.MODE_REDIRECT, accelerator, "current_accelerator",
-                       f"{__name__}:no_accelerator()", kws=()))
+    if answer is None and accelerator is not None:
+        from ..backends.cpu import accelerator as host
+
+        where = host.__name__
+        for name in host.ANSWERS:
+            if hasattr(torch._C, name):
+                out.append(row(f"torch._C.{name}", f"{where}.{host.ANSWERS[name].__name__}",
+                               "function", _C.MODE_REDIRECT, torch._C, name,
+                               f"{where}:{host.ANSWERS[name].__name__}", kws=()))
+        for name, answer_fn in host.FUNCTIONS.items():
+            if hasattr(accelerator, name):
+                out.append(row(f"torch.accelerator.{name}",
+                               f"{answer_fn.__module__}.{answer_fn.__name__}", "function",
+                               _C.MODE_REDIRECT, accelerator, name,
+                               f"{answer_fn.__module__}:{answer_fn.__name__}", kws=()))
     return out

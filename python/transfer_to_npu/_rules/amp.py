@@ -30,8 +30,12 @@ _GPU_NAMES = {"get_autocast_gpu_dtype": "get_autocast_dtype",
 
 def is_autocast_enabled(fn):
     """What a row makes of torch's is_autocast_enabled: given no device
-    type, the npu's (a CUDA one, the wrapper has rewritten)."""
-    def is_autocast_enabled(device_type="npu"):
+    type, the target's (a CUDA one, the wrapper has rewritten)."""
+    from .. import backends
+
+    target = backends.target_type()
+
+    def is_autocast_enabled(device_type=target):
         return fn(device_type)
 
     return is_autocast_enabled
@@ -39,10 +43,14 @@ def is_autocast_enabled(fn):
 
 def set_autocast_enabled(fn):
     """What a row makes of torch's set_autocast_enabled: given the flag
-    alone, for the npu."""
+    alone, for the target."""
+    from .. import backends
+
+    target = backends.target_type()
+
     def set_autocast_enabled(*args, **kwargs):
         if len(args) + len(kwargs) < 2 and "device_type" not in kwargs:
-            args = ("npu",) + args
+            args = (target,) + args
         return fn(*args, **kwargs)
 
     return set_autocast_enabled
@@ -64,9 +72,11 @@ def rows(torch):
 
     autocast = torch.amp.autocast_mode.autocast
     scaler = getattr(torch.amp, "GradScaler", None)
-    if backends.target_type() == "cpu":
-        # A reference run (the cpu backend) is float32: autocast off.
-        out = [row("torch.autocast", "torch.autocast('cpu', enabled=False) (float32 reference)",
+    target = backends.target_type()
+    if target == "cpu":
+        # A reference run (the cpu backend): the host's autocast, by CUDA's
+        # lists, in CUDA's default dtype.
+        out = [row("torch.autocast", "torch.autocast('cpu', dtype=float16 by default)",
                    "method", _C.MODE_REDIRECT, autocast, "__init__",
                    f"{backends.__name__}.cpu:autocast_init()", binds=True, kws=())]
     else:
@@ -95,7 +105,7 @@ def rows(torch):
     by_device = hasattr(torch, "get_autocast_dtype")
     for name in _AUTOCAST_STATE:
         if by_device and name in _CUDA_FORMS:
-            out.append(row(f"torch.{name}", f"torch.{name} ('npu' when no device is named)",
+            out.append(row(f"torch.{name}", f"torch.{name} ('{target}' when no device is named)",
                            "function", _C.MODE_REDIRECT, torch, name,
                            f"{__name__}:{name}()", pos=0,
                            kws=("device_type",)))
@@ -104,7 +114,7 @@ def rows(torch):
                            torch, name, pos=0, kws=("device_type",)))
     for name, by_type in _GPU_NAMES.items():
         if by_device and hasattr(torch, name):
-            out.append(row(f"torch.{name}", f"torch.{by_type}('npu')", "function",
+            out.append(row(f"torch.{name}", f"torch.{by_type}('{target}')", "function",
                            _C.MODE_REDIRECT, torch, name,
-                           functools.partial(original(getattr(torch, by_type)), "npu"), kws=()))
+                           functools.partial(original(getattr(torch, by_type)), target), kws=()))
     return out

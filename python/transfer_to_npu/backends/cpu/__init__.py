@@ -4,14 +4,17 @@
 The mapping table is the one the NPU gets, with the host as target
 (``TARGETS`` in ``backends/__init__.py``): ``'cuda:N'`` becomes ``'cpu'``,
 ``'nccl'`` becomes ``'gloo'``, and ``torch.cuda.X`` the ``X`` of this module,
-which answers for the host: one device (one per process of a launcher, as a
-GPU each), ``synchronize`` with nothing to wait for, memory figures of 0,
-the seed functions seeding the host's generator (CUDA code that seeds only
-its device is then reproducible here too).  Autocast is off
-(``autocast_init``): the reference computes in float32, and a GradScaler
-scales it as on the device (by a power of two: exactly).  It builds on nothing but torch's CPU device: not on the virtual
-NPU (it runs on every torch the patcher supports) and not on torch_npu (on
-an Ascend machine it is the only reference there is).
+which answers for the host as a GPU machine answers for its GPU: one
+device (one per process of a launcher, as a GPU each), ``synchronize``
+with nothing to wait for, memory figures of 0, a generator of the device's
+own (random.py), pinned memory (pinned.py) and ``torch.accelerator``
+(accelerator.py) as on CUDA, so that the script takes the paths it takes
+there.  Autocast keeps the script's precision policy: ``torch.autocast('cuda',
+dtype)`` is the host's autocast, casting by CUDA's lists
+(``autocast_policy.py``), float16 by default as on CUDA; a GradScaler
+scales as on the device.  It builds on nothing but torch's CPU device: not
+on the virtual NPU (it runs on every torch the patcher supports) and not
+on torch_npu (on an Ascend machine it is the only reference there is).
 """
 
 import functools
@@ -20,6 +23,8 @@ import time
 
 import torch
 
+from .random import GENERATOR
+
 NAME = "cpu"
 
 #: The device torch reports for a CUDA device on the host.
@@ -27,7 +32,50 @@ DEVICE_NAME = "CPU (reference run)"
 
 
 def install():
-    """Nothing to register: the host is torch's own device."""
+    """The host's answers that torch's dispatcher gives: pinning, dropout
+    from the device's generator, autocast by CUDA's lists (once per
+    process)."""
+    global _installed
+    if _installed:
+        return
+    from . import pinned, random
+
+    pinned.register()
+    random.register()
+    _register_autocast()
+    # CUDA's default autocast dtype, where the host's is bfloat16 (for the
+    # main thread, where torch keeps it; autocast_init gives it to every
+    # region asked for on 'cuda').
+    if hasattr(torch, "set_autocast_dtype"):
+        torch.set_autocast_dtype("cpu", torch.float16)
+    _installed = True
+
+
+_installed = False
+_libraries = []
+
+
+def _register_autocast():
+    """CUDA's autocast policy for the host's autocast key, in place of the
+    CPU's own: its ops cast as on CUDA, and the CPU's others not at all."""
+    import warnings
+
+    from ..autocast_policy import Policy
+
+    key = "AutocastCPU"
+    kernels = Policy("cpu", key).kernels()
+    cpu_ops = [q[len("aten::"):] for q in
+               torch._C._dispatch_get_registrations_for_dispatch_key(key)
+               if q.startswith("aten::")]
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # torch says once that it replaces a kernel of its own: meant here.
+        warnings.simplefilter("ignore")
+        for name in cpu_ops:
+            lib.impl(name, torch.library.fallthrough_kernel, key)
+        for name, make in kernels.items():
+            lib.impl(name, make(), key)
+    _libraries.append(lib)
 
 
 # --- devices ----------------------------------------------------------------
@@ -221,47 +269,46 @@ def mem_get_info(device=None):
     return free, total
 
 
-# --- random numbers: the host's generator -----------------------------------
+# --- random numbers: the device's generator (random.py) ---------------------
 
-# The host generator's own methods: torch.manual_seed() and torch.seed()
-# call torch.cuda's, which are these.
+# torch.manual_seed() and torch.seed() call torch.cuda's, which are these.
 
 def manual_seed(seed):
-    torch.default_generator.manual_seed(int(seed))
+    GENERATOR.manual_seed(int(seed))
 
 
 manual_seed_all = manual_seed
 
 
 def seed():
-    torch.default_generator.seed()
+    GENERATOR.seed()
 
 
 seed_all = seed
 
 
 def initial_seed():
-    return torch.default_generator.initial_seed()
+    return GENERATOR.initial_seed()
 
 
 def get_rng_state(device="cuda"):
-    return torch.get_rng_state()
+    return GENERATOR.get_state()
 
 
 def set_rng_state(new_state, device="cuda"):
-    torch.set_rng_state(new_state)
+    GENERATOR.set_state(new_state)
 
 
 def get_rng_state_all():
-    return [torch.get_rng_state()]
+    return [get_rng_state()]
 
 
 def set_rng_state_all(new_states):
     for state in new_states[:1]:
-        torch.set_rng_state(state)
+        set_rng_state(state)
 
 
-default_generators = (torch.default_generator,)
+default_generators = (GENERATOR,)
 
 
 # --- Tensor.cuda(), Module.cuda() -------------------------------------------
@@ -278,20 +325,19 @@ def module_cuda(self, device=None):
     return self.cpu()
 
 
-# --- autocast off, DDP without device ids -----------------------------------
-
-def _is_cuda_type(device_type):
-    return str(device_type) in ("cuda", "cpu")
-
+# --- autocast, DDP without device ids ---------------------------------------
 
 def autocast_init(original):
-    """torch.autocast('cuda', ...) (every spelling reaches it) off: the
-    reference computes in float32."""
+    """torch.autocast('cuda', ...) (every spelling reaches it) is the
+    host's autocast, in CUDA's default dtype (float16) where none is
+    given: the host's own default is bfloat16."""
 
     @functools.wraps(original)
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
-        if _is_cuda_type(device_type):
-            device_type, enabled = "cpu", False
+        if isinstance(device_type, str) and device_type.split(":")[0] == "cuda":
+            device_type = "cpu"
+            if dtype is None:
+                dtype = torch.float16
         original(self, device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     return __init__

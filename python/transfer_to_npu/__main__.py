@@ -44,6 +44,9 @@ def _parser():
                    "matches one of these comma-separated patterns (Module.*,Functional.*)")
     p.add_argument("--dump-tensors", metavar="PATTERNS", help="with --dump: also keep the full "
                    "tensors of the calls matching these patterns")
+    p.add_argument("--dump-check", action="store_const", const="1", help="with --dump: run each "
+                   "recorded call again on the host in float64 and judge it alone "
+                   "(TRANSFER_TO_NPU_DUMP_CHECK=1)")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
     p.add_argument("--torch-npu", metavar="VERSION",
                    help="with --list: the table torch_npu VERSION (a release line, such as "
@@ -137,7 +140,8 @@ _VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu", "--dum
 # --dump's options, and the variables that carry them to every process.
 _DUMP_OPTIONS = (("dump", "TRANSFER_TO_NPU_DUMP"), ("dump_steps", "TRANSFER_TO_NPU_DUMP_STEPS"),
                  ("dump_list", "TRANSFER_TO_NPU_DUMP_LIST"),
-                 ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS"))
+                 ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS"),
+                 ("dump_check", "TRANSFER_TO_NPU_DUMP_CHECK"))
 
 
 def _split(argv):

@@ -27,7 +27,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import _files
-from . import names as _names, stats as _stats
+from . import branches as _branches, collectives as _collectives, names as _names
+from . import outcome as _outcome
+from . import percall as _percall, stats as _stats
+from . import reference
 from .settings import ENV, ENV_SEED, DumpError, Settings
 from .stats import STATS
 
@@ -59,6 +62,7 @@ class _Step:
         self.saved = []      # (path, tensor) of kept tensors
         self.seen = {}       # id(tensor) -> (weakref, version, its statistics)
         self.blank = {}      # data_ptr -> version of memory not written yet
+        self.checks = {}     # name -> the per-call check's verdict (percall.py)
 
 
 class Recorder:
@@ -77,6 +81,12 @@ class Recorder:
         self.task = "tensor" if settings.tensors else "statistics"
         self.undo = []
         self.host_view = _stats.host_view()
+        self.data_dir = os.path.join(self.prefixes[0], "utils", "data", "")
+        # The threads in a DataLoader's __next__ or a collective: what they
+        # compute there is not the script's computation.
+        self.loading = set()
+        self.run = _outcome.Run(self)
+        self.checker = _percall.Checker(self) if settings.check else None
 
     # -- naming and places
 
@@ -114,9 +124,15 @@ class Recorder:
         return frame
 
     def ours(self, frame):
-        """Whether a call comes from this package's own code (the virtual
-        NPU saving its tensors, a served package), through torch's or not:
-        not the script's computation, and not made by the reference."""
+        """Whether a call is not the script's computation: made by this
+        package's own code (the virtual NPU saving its tensors, a served
+        package), through torch's or not, which the reference does not
+        make; or loading data (a DataLoader's collation, pinning thread or
+        dataset, in the main process here, in workers there)."""
+        if frame is None or threading.get_ident() in self.loading:
+            return True
+        if frame.f_code.co_filename.startswith(self.data_dir):
+            return True
         torch_dir, package_dir = self.prefixes
         while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
             frame = frame.f_back
@@ -289,6 +305,8 @@ class Recorder:
                 "dump_data_dir": tensor_dir}
         head["data"] = step.data
         _files.replace(os.path.join(place, "dump.json"), json.dumps(head).encode())
+        if step.checks:
+            _percall.write(place, step.checks)
         for filename, content in (("stack.json", step.stack), ("construct.json", step.construct),
                                   ("scalars.json", step.scalars)):
             _files.replace(os.path.join(place, filename),
@@ -299,10 +317,14 @@ class Recorder:
         if self.closed:
             return
         self.active, self.closed = False, True
+        if self.run.tracer is not None:
+            self.run.tracer.stop()
         with self.lock:
             step = self.step
         try:
             self.write(step)
+            if not _data_worker():
+                self.run.write(self.settings.directory, self.rank(), step.index)
         except Exception as exc:  # at exit: say so, lose nothing else
             warnings.warn(f"transfer_to_npu: the dump's last step could not be written ({exc})",
                           RuntimeWarning)
@@ -422,11 +444,14 @@ class _Mode(TorchFunctionMode):
                 caller = rec.caller(func)
                 if rec.ours(caller):
                     return func(*args, **kwargs)
+            check = None
             if record:
                 with rec.lock, _quiet():
                     name = rec.next_name(decided)
                     entry = rec.describe_call(name, args, kwargs)
                     site = rec.site(caller)
+                    if rec.checker is not None:
+                        check = rec.checker.before(name, func, args, kwargs)
         except Exception as exc:
             rec.fail(exc)
             return func(*args, **kwargs)
@@ -453,6 +478,8 @@ class _Mode(TorchFunctionMode):
                     if isinstance(shown, torch.Tensor) else \
                     rec.describe(shown, name, "output", blank=blank)
                 rec.add(name, entry, site, rec.parent())
+                if check is not None:
+                    rec.step.checks[name] = rec.checker.after(check, args, kwargs, out)
             rec.watch(name, out)
         except Exception as exc:
             rec.fail(exc)
@@ -607,7 +634,15 @@ def start(settings=None):
                 nn_module.register_module_forward_hook(_module_hook(rec), **always).remove,
                 optimizer.register_optimizer_step_pre_hook(_optimizer_pre_hook(rec)).remove,
                 optimizer.register_optimizer_step_post_hook(_optimizer_hook(rec)).remove,
-                lambda: mode.__exit__(None, None, None)]
+                lambda: mode.__exit__(None, None, None),
+                _watch_loading(rec)]
+    rec.run.install()
+    rec.undo.append(rec.run.uninstall)
+    rec.undo.append(_collectives.install(rec, _quiet))
+    _trace_branches(rec)
+    if reference.requested() == "fp32":
+        rec.undo.append(reference.full_precision())
+        rec.run.facts["reference_precision"] = "fp32"
     atexit.register(rec.finish)
     global _fork_registered
     if hasattr(os, "register_at_fork") and not _fork_registered:
@@ -634,6 +669,45 @@ def stop():
     atexit.unregister(rec.finish)
     for undo in reversed(rec.undo):
         undo()
+
+
+def _trace_branches(rec):
+    """In a migrated run, the tests of a device or backend name that go
+    another way than on CUDA (branches.py)."""
+    import transfer_to_npu
+    from .. import backends
+
+    if not transfer_to_npu.is_enabled() or backends.installed not in backends.TARGETS:
+        return
+    device, backend, _ = backends.TARGETS[backends.installed]
+    tracer = _branches.Tracer(device, backend)
+    if tracer.start():
+        rec.run.tracer = tracer
+        rec.undo.append(tracer.stop)
+
+
+def _watch_loading(rec):
+    """Mark the thread in a DataLoader's __next__ while it runs (what it
+    computes is data loading, done in workers where there are some);
+    return what undoes it."""
+    from torch.utils.data import dataloader
+
+    cls = dataloader._BaseDataLoaderIter
+    original = cls.__dict__["__next__"]
+    loading = rec.loading
+
+    def __next__(self):
+        me = threading.get_ident()
+        if me in loading:  # a loader read by a loader's dataset
+            return original(self)
+        loading.add(me)
+        try:
+            return original(self)
+        finally:
+            loading.discard(me)
+
+    cls.__next__ = __next__
+    return lambda: setattr(cls, "__next__", original)
 
 
 def _forget():

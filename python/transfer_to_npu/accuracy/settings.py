@@ -9,6 +9,7 @@ ENV_STEPS = "TRANSFER_TO_NPU_DUMP_STEPS"
 ENV_LIST = "TRANSFER_TO_NPU_DUMP_LIST"
 ENV_TENSORS = "TRANSFER_TO_NPU_DUMP_TENSORS"
 ENV_SEED = "TRANSFER_TO_NPU_DUMP_SEED"
+ENV_CHECK = "TRANSFER_TO_NPU_DUMP_CHECK"
 
 
 class DumpError(ValueError):
@@ -42,20 +43,35 @@ def parse_patterns(text):
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+def parse_switch(text, where):
+    """'1'/'true'/'yes'/'on' -> True, ''/'0'/'false'/'no'/'off'/None -> False."""
+    value = (text or "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise DumpError(f"{where}={text!r} must be 1 or 0")
+
+
 class Settings:
-    def __init__(self, directory, steps=None, patterns=None, tensors=None):
+    """check: each recorded call run again on the host and judged alone
+    (percall.py)."""
+
+    def __init__(self, directory, steps=None, patterns=None, tensors=None, check=False):
         if not directory:
             raise DumpError(f"{ENV}: a directory is needed, got {directory!r}")
         self.directory = os.path.abspath(directory)
         self.steps = steps
         self.patterns = patterns
         self.tensors = tensors
+        self.check = check
 
     @classmethod
     def from_environment(cls):
         env = os.environ
         return cls(env.get(ENV, ""), parse_steps(env.get(ENV_STEPS)),
-                   parse_patterns(env.get(ENV_LIST)), parse_patterns(env.get(ENV_TENSORS)))
+                   parse_patterns(env.get(ENV_LIST)), parse_patterns(env.get(ENV_TENSORS)),
+                   parse_switch(env.get(ENV_CHECK), ENV_CHECK))
 
     def wanted(self, name):
         return self.patterns is None or _matches(name, self.patterns)

@@ -1,6 +1,7 @@
 """Accuracy: the dump of a run (--dump, TRANSFER_TO_NPU_DUMP) and compare,
 of two dumps or of a script's reference run (the cpu backend here) and its
 migrated run; docs/accuracy.md."""
+import csv
 import json
 import math
 import os
@@ -97,7 +98,9 @@ for step in range(3):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print(f"rank {rank} step {step} loss {loss.item():.6f}")
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)  # ALL_REDUCE
+    print(f"rank {rank} step {step} loss {loss.item():.6f} mean {mean.item() / 2:.6f}")
 dist.destroy_process_group()
 '''
 
@@ -126,6 +129,13 @@ def _compare(tmp_path, *argv, env=None, timeout=900):
 
 def _result(out):
     return json.loads((out / "compare_result.json").read_text())
+
+
+def _rows(out):
+    """Every row of a compare (compare_result.json holds those that do not
+    pass)."""
+    with open(out / "compare_result.csv", newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def _losses(text):
@@ -170,7 +180,10 @@ def test_dump_layout_names_and_numerics(tmp_path):
     # The dump changes nothing the run computes.
     assert _losses(dumped.stdout) == _losses(plain.stdout) and len(_losses(plain.stdout)) == 6
     steps = sorted(os.listdir(tmp_path / "d"))
-    assert steps == [f"step{i}" for i in range(7)]  # six optimizer steps, then the last reads
+    # Six optimizer steps, then the last reads; and how the run went.
+    assert steps == ["run"] + [f"step{i}" for i in range(7)]
+    run = json.loads((tmp_path / "d" / "run" / "rank0.json").read_text())
+    assert (run["status"], run["steps"], run["exception"]) == ("finished", 7, None)
     place = tmp_path / "d" / "step1" / "rank0"
     assert sorted(os.listdir(place)) == ["construct.json", "dump.json", "scalars.json",
                                          "stack.json"]
@@ -226,9 +239,10 @@ def test_dump_options(tmp_path):
     _dump(tmp_path, script, tmp_path / "ref", env=dict(options, TRANSFER_TO_NPU_BACKEND="cpu"))
     proc = _compare(tmp_path, "d", "ref", "--output", "out")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    relu = [r for r in _result(tmp_path / "out")["rows"]
+    relu = [r for r in _rows(tmp_path / "out")
             if r["NPU Name"] == "Functional.relu.0.forward.output.0"]
-    assert len(relu) == 1 and relu[0]["Cosine"] == 1.0 and relu[0]["MaxAbsErr"] == 0.0
+    assert len(relu) == 1 and float(relu[0]["Cosine"]) == 1.0
+    assert float(relu[0]["MaxAbsErr"]) == 0.0
     proc = run_python(["-m", "transfer_to_npu", "--dump", "d", "--dump-steps", "2-x",
                        str(script)], cwd=tmp_path)
     assert proc.returncode != 0
@@ -257,7 +271,10 @@ def test_ctrl_c_leaves_a_readable_partial_dump(tmp_path):
     proc = run_python(["-m", "transfer_to_npu", "--dump", "part", str(script)], cwd=tmp_path,
                       env={"INTERRUPT": "1"})
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
-    assert sorted(os.listdir(tmp_path / "part")) == [f"step{i}" for i in range(4)]
+    assert sorted(os.listdir(tmp_path / "part")) == ["run"] + [f"step{i}" for i in range(4)]
+    run = json.loads((tmp_path / "part" / "run" / "rank0.json").read_text())
+    assert run["status"] == "interrupted" and run["exception"]["type"] == "KeyboardInterrupt"
+    assert run["exception"]["site"] == f"{script}:{_line(MLP, 'os.kill(')}"
     for step in range(4):
         for name in ("dump.json", "stack.json", "construct.json", "scalars.json"):
             json.loads((tmp_path / "part" / f"step{step}" / "rank0" / name).read_text())
@@ -266,10 +283,16 @@ def test_ctrl_c_leaves_a_readable_partial_dump(tmp_path):
     assert "Functional.linear.0.forward" in open_step["data"]
     assert "Functional.cross_entropy.0.forward" not in open_step["data"]
     _dump(tmp_path, script, tmp_path / "full")
+    # Compared, what the interrupted run made matches; what the full one
+    # made after it is not reached, not a difference (nor another program).
     proc = _compare(tmp_path, "part", "full", "--output", "out")
-    assert proc.returncode == 1
-    assert "only in the bench dump: rank0/step4, rank0/step5, rank0/step6" in proc.stdout
-    assert "the calls part at step 3" in proc.stdout
+    assert proc.returncode == 3, proc.stdout
+    assert "runs: migrated interrupted in step 3: KeyboardInterrupt" in proc.stdout
+    result = _result(tmp_path / "out")
+    assert result["same_program"] and not result["unmatched"] and not result["only"]["bench"]
+    assert result["not_reached"]["bench"] > 0 and not result["first_divergence"]
+    assert proc.stdout.rstrip().splitlines()[-2].startswith(
+        "compare: exit 3: the migrated run failed (KeyboardInterrupt at")
 
 
 # --- the cpu backend ---------------------------------------------------------
@@ -412,7 +435,7 @@ class _Part:
     ({}, {}, "pass", ""),
     ({}, {"mean": 3e-6}, "pass", ""),                      # a mean near zero: noise
     ({}, {"mx": 1.00002}, "warning", "above 1e-05"),
-    ({}, {"mx": 1.01}, "error", "above 0.001"),
+    ({}, {"mx": 1.001}, "error", "above 0.0001"),          # float32 off by 1e-3: an error
     ({"dtype": "torch.bfloat16"}, {"dtype": "torch.bfloat16", "mx": 1.01}, "pass", ""),
     ({"dtype": "torch.bfloat16"}, {"dtype": "torch.bfloat16", "mx": 1.05}, "warning", ""),
     ({"dtype": "torch.float16"}, {"dtype": "torch.float16", "mx": 1.01}, "warning", ""),
@@ -428,6 +451,24 @@ def test_verdicts(bench, npu, verdict, message):
     assert message in text
 
 
+def _value(v):
+    return {"type": type(v).__name__, "value": v}
+
+
+@pytest.mark.parametrize("npu, bench, verdict", [
+    (3.4488050937652590, 3.4488048553466797, None),   # a float read back, 1 ulp of float32 apart
+    (math.nan, math.nan, None),
+    ("npu:0", "cpu", None),                            # each run's own device
+    (0.2, 0.01, "error"),                               # another negative_slope
+    ("tanh", "none", "error"),                          # another gelu
+    (1.00002, 1.0, "warning"),
+    (3, 4, "error"),
+])
+def test_argument_verdicts(npu, bench, verdict):
+    found = verdicts.compare_value(_value(npu), _value(bench))
+    assert (found and found[1]) == verdict, found
+
+
 def test_seed_example_matches_its_cpu_reference(tmp_path):
     out = tmp_path / "out"
     # Two runs of the seed's 500 steps: a loaded machine takes its time.
@@ -438,8 +479,9 @@ def test_seed_example_matches_its_cpu_reference(tmp_path):
     assert "every matched call agrees (pass)" in proc.stdout
     result = _result(out)
     assert result["same_program"] and not result["unmatched"] and not result["first_error"]
-    assert {r["Result"] for r in result["rows"]} <= {"pass", "N/A"}
-    assert any(r["NPU Name"].startswith("Functional.conv2d.0.forward") for r in result["rows"])
+    rows = _rows(out)
+    assert {r["Result"] for r in rows} <= {"pass", "N/A"}
+    assert any(r["NPU Name"].startswith("Functional.conv2d.0.forward") for r in rows)
     losses = result["curves"]["0"]["train_cnn.py:77"]
     assert len(losses["npu"]) == len(losses["bench"]) == 10
     assert losses["npu"] == losses["bench"]
@@ -474,9 +516,9 @@ def test_a_perturbed_function_is_located(tmp_path):
     assert first["Step"] == 0
     assert (f"first divergence: Functional.leaky_relu.0.forward.input.negative_slope (step 0) "
             f"at {script}:{_line(TRANSFORMER, '# LEAKY')}") in proc.stdout
-    # Its output is an error, and everything computed from it differs.
+    # Another argument makes it another call: the first error.
     error = _result(tmp_path / "out")["first_error"]["0"]
-    assert error["NPU Name"] == "Functional.leaky_relu.0.forward.output.0"
+    assert error["NPU Name"] == "Functional.leaky_relu.0.forward.input.negative_slope"
 
 
 def test_bf16_autocast_kept_by_the_reference(tmp_path):
@@ -489,10 +531,10 @@ def test_bf16_autocast_kept_by_the_reference(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = _result(out)
     assert not result["first_divergence"] and not result["unmatched"]
-    rows = result["rows"]
+    rows = _rows(out)
     bf16 = [r for r in rows if r["NPU Dtype"] == "torch.bfloat16"]
     assert bf16 and all(r["Bench Dtype"] == "torch.bfloat16" for r in bf16)
-    assert all(r["Error"] == 0 for r in rows if r["Error"] is not None)
+    assert all(float(r["Error"]) == 0 for r in rows if r["Error"])
 
 
 def test_ddp_is_compared_rank_by_rank(tmp_path):
@@ -506,7 +548,17 @@ def test_ddp_is_compared_rank_by_rank(tmp_path):
         assert sorted(os.listdir(out / side / "step0")) == ["rank0", "rank1"]
     assert "rank 0:" in proc.stdout and "rank 1:" in proc.stdout
     result = _result(out)
-    assert {r["Rank"] for r in result["rows"]} == {0, 1}
+    rows = _rows(out)
+    assert {r["Rank"] for r in rows} == {"0", "1"}
+    # The collective, per rank under msprobe's name: its input (each
+    # rank's loss) and output (their sum, the same on both ranks).
+    reduced = {(r["Rank"], r["NPU Name"].rpartition(".")[0].rpartition(".")[2]): r for r in rows
+               if r["NPU Name"].startswith("Distributed.all_reduce.0.forward.")}
+    assert set(reduced) == {(rank, where) for rank in ("0", "1") for where in ("input", "output")}
+    assert all(r["Result"] == "pass" and r["NPU_Stack_Info"].endswith(
+        f"ddp.py:{_line(DDP, '# ALL_REDUCE')}") for r in reduced.values())
+    assert reduced["0", "output"]["NPU max"] == reduced["1", "output"]["NPU max"]
+    assert reduced["0", "input"]["NPU max"] != reduced["1", "input"]["NPU max"]
     curves = result["curves"]
     site = f"ddp.py:{_line(DDP, 'print(')}"
     assert curves["0"][site]["npu"] == curves["0"][site]["bench"]
@@ -529,13 +581,8 @@ def test_compare_refuses_what_is_not_a_dump(tmp_path):
     proc = _compare(tmp_path, "empty", "missing", "--output", "out")
     assert proc.returncode == 2
     assert "empty: no dump in it (step*/rank*/dump.json" in proc.stderr
-    proc = _compare(tmp_path, "only_one", "--output", "out")
-    assert proc.returncode == 2 and "two dumps are needed" in proc.stderr
-    (tmp_path / "out2" / "npu").mkdir(parents=True)
-    (tmp_path / "out2" / "npu" / "notes.txt").write_text("mine")
-    proc = _compare(tmp_path, "--output", "out2", "--", "x.py")
-    assert proc.returncode == 2 and "holds files that are not a dump" in proc.stderr
-    assert (tmp_path / "out2" / "npu" / "notes.txt").read_text() == "mine"
+    proc = _compare(tmp_path, "one", "two", "three", "--output", "out")
+    assert proc.returncode == 2 and "one or two dumps are needed" in proc.stderr
 
 
 def test_curves_png(tmp_path):
@@ -548,10 +595,13 @@ def test_curves_png(tmp_path):
     assert (tmp_path / "out" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_reference_unmigrated(tmp_path):
-    """--reference cuda: the reference is the script as it is, unmigrated
-    (here a script that takes the GPU when there is one: the host's CPU
-    unmigrated, the virtual NPU migrated)."""
+def test_cuda_reference_is_the_script_unmigrated(tmp_path, monkeypatch, capsys):
+    """--reference cuda: the reference is the script as it is, unmigrated.
+    Without a GPU it is refused before anything runs; the path is run here
+    with the check told there is one (a script that takes the GPU when
+    there is one: the host's CPU unmigrated, the virtual NPU migrated)."""
+    from transfer_to_npu.accuracy import compare, runs
+
     script = _write(tmp_path, "either.py", MLP.replace(
         "device = torch.device('cuda')",
         "import transfer_to_npu\n"
@@ -559,8 +609,114 @@ def test_reference_unmigrated(tmp_path):
         "print('migrated', transfer_to_npu.is_enabled(), device)"))
     out = tmp_path / "out"
     proc = _compare(tmp_path, "--output", out, "--reference", "cuda", "--", script)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "compare: the reference run (cuda)" in proc.stdout
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip().splitlines() == [
+        "compare: error: --reference cuda: this machine has no GPU torch can use "
+        "(torch.cuda.is_available() is False); use --reference cpu"]
+    monkeypatch.setattr(runs, "cuda_present", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    status = compare.main(["--output", str(out), "--reference", "cuda", "--", str(script)])
+    stdout = capsys.readouterr().out
+    assert status == 0, stdout
+    assert "compare: the reference run (cuda)" in stdout
     assert "migrated False cpu" in (out / "bench.log").read_text()
     assert "migrated True npu" in (out / "npu.log").read_text()
     assert _result(out)["matched"] > 0 and not _result(out)["first_divergence"]
+
+
+# --- mechanisms, in this process -------------------------------------------------
+
+BRANCHES = '''\
+import torch
+
+
+def run(x, device, backend, checked=False):
+    out = []
+    if x.device.type == 'cuda':  # TORCH-MADE
+        out.append('device')
+    if checked and x.device.type == 'cuda':  # NOT-EVALUATED
+        out.append('never')
+    if 'cuda' in device:  # HELD
+        out.append('held')
+    if backend == 'nccl':  # HELD-BACKEND
+        out.append('nccl')
+    if str(x.device).startswith('cuda'):  # STR
+        out.append('str')
+    return out
+'''
+
+
+def test_device_name_tests_that_ran_and_go_another_way(tmp_path):
+    """The trace evaluates the value a test compares with a CUDA name as
+    its line runs: named when the migration made it (an npu tensor's
+    device type), not when the script holds it as a string, nor where the
+    test is not evaluated (after `and` of a false)."""
+    from transfer_to_npu.accuracy import branches
+
+    path = _write(tmp_path, "tests_of_names.py", BRANCHES)
+    namespace = {}
+    exec(compile(BRANCHES, str(path), "exec"), namespace)
+    tracer = branches.Tracer("npu", "hccl")
+    import torch
+
+    x = torch.ones(2, device="cuda")
+    saved = sys.gettrace()
+    sys.settrace(None)
+    try:
+        assert tracer.start()
+        found = namespace["run"](x, "cuda", "nccl")
+    finally:
+        tracer.stop()
+        sys.settrace(saved)
+    assert found == ["held", "nccl"]
+    named = sorted((f["site"], f["value"], f["here"], f["on_cuda"])
+                   for f in tracer.findings.values())
+    assert named == sorted([(f"{path}:{_line(BRANCHES, '# TORCH-MADE')}", "npu", False, True),
+                            (f"{path}:{_line(BRANCHES, '# STR')}", "npu:0", False, True)])
+
+
+def test_per_call_verdicts():
+    """A call judged alone against the host's float64: a float32 kernel's
+    rounding and long sums pass, a half type's rounding passes, gelu's tanh
+    form in place of erf is an error, an inf the host does not compute is
+    one, integers must be equal."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 4096, generator=g), torch.randn(4096, 64, generator=g)
+    exact = a.double() @ b.double()
+    assert verdicts.per_call(a @ b, exact)["Result"] == "pass"
+    assert verdicts.per_call((a @ b).bfloat16(), exact)["Result"] == "pass"
+    x = torch.randn(1000, generator=g)
+    erf = torch.nn.functional.gelu(x.double())
+    wrong = verdicts.per_call(torch.nn.functional.gelu(x, approximate="tanh"), erf)
+    assert wrong["Result"] == "error" and "(torch.float32)" in wrong["Message"]
+    inf = torch.nn.functional.gelu(x)
+    inf[3] = math.inf
+    assert verdicts.per_call(inf, erf)["Message"] == "1 inf/nan where the host computes finite values"
+    assert verdicts.per_call(torch.tensor([1, 2]), torch.tensor([1, 3]))["Result"] == "error"
+
+
+def test_undumped_steps_compute_no_statistics(tmp_path, monkeypatch):
+    """--dump-steps: a step left out computes no statistic (its calls are
+    named and counted, nothing more)."""
+    import torch
+    from transfer_to_npu.accuracy import dump
+
+    computed = []
+    monkeypatch.setattr(dump.Recorder, "stats", lambda self, t: computed.append(t) or None)
+    model = torch.nn.Linear(4, 4).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dump.start(dump.Settings(str(tmp_path / "d"), steps=frozenset({1})))
+    try:
+        for step in range(3):
+            if step == 1:
+                assert not computed
+            model(torch.ones(2, 4, device="cuda")).sum().backward()
+            opt.step()
+            if step == 1:
+                assert computed
+                computed.clear()
+    finally:
+        dump.stop()
+    assert not computed

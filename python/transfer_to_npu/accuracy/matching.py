@@ -1,9 +1,8 @@
 """Matching two dumps call by call, and whether they record one program."""
 
 import difflib
-import os
 
-from .dumps import key, load
+from .dumps import backward, key
 from .verdicts import ERROR, WARNING, compare_tensor, compare_value, items
 
 # Below this share of calls matched, two dumps are not of one program.
@@ -27,9 +26,13 @@ class Result:
         self.rows = []
         self.unmatched = []     # stretches that do not match
         self.only = {"npu": [], "bench": []}  # (rank, step) on one side only
+        # Calls one side made after the other run ended (failed, stopped):
+        # not compared, and no sign that the programs differ.
+        self.not_reached = {"npu": 0, "bench": 0}
         self.problems = []
-        self.matched = self.total_npu = self.total_bench = 0
-        self.curves = {}        # rank -> {site: {"npu": [(step, v)], "bench": [...]}}
+        self.matched = 0
+        self.considered = {"npu": 0, "bench": 0}  # calls that could have matched
+        self.total_npu = self.total_bench = 0
         self.first = {}         # rank -> first divergence (a row or a stretch)
         self.first_error = {}   # rank -> first error row
 
@@ -38,90 +41,132 @@ def _site(part, name):
     return part.stack.get(name) if part is not None else None
 
 
-def compare_dumps(npu_dir, bench_dir):
-    npu, bench = load(npu_dir), load(bench_dir)
+def compare_dumps(npu, bench, floor=None):
+    """Match two dumps (dumps.Dump) rank by rank and step by step.  Where a
+    run ended early (it failed, or was stopped), what the other made after
+    that point is not reached, not a difference.  floor: the dtype whose
+    thresholds apply at least (verdicts.compare_tensor)."""
     res = Result()
-    for k in sorted(set(npu) | set(bench)):
-        if k not in bench:
-            res.only["npu"].append(k)
-        elif k not in npu:
-            res.only["bench"].append(k)
-    for (rank, step) in sorted(set(npu) & set(bench)):
-        n_part, b_part = npu[(rank, step)], bench[(rank, step)]
-        for part in (n_part, b_part):
-            if part.problem:
-                res.problems.append(part.problem)
-        _match(res, rank, step, n_part, b_part)
-    for side, parts in (("npu", npu), ("bench", bench)):
-        for (rank, step), part in sorted(parts.items()):
-            if side == "npu":
-                res.total_npu += len(part.calls)
+    res.floor = floor
+    for side, dump in (("npu", npu), ("bench", bench)):
+        total = sum(len(part.calls) for part in dump.parts.values())
+        if side == "npu":
+            res.total_npu = total
+        else:
+            res.total_bench = total
+        res.problems += [part.problem for part in dump.parts.values() if part.problem]
+    for rank in sorted(set(npu.ranks()) | set(bench.ranks())):
+        ends = {"npu": npu.last_step(rank) if npu.ended_early(rank) else None,
+                "bench": bench.last_step(rank) if bench.ended_early(rank) else None}
+        steps = sorted({s for r, s in npu.parts if r == rank}
+                       | {s for r, s in bench.parts if r == rank})
+        for step in steps:
+            n_part, b_part = npu.parts.get((rank, step)), bench.parts.get((rank, step))
+            if n_part is not None and b_part is not None:
+                cut = [side for side, end in ends.items() if end == step]
+                _match(res, rank, step, n_part, b_part, cut)
+                continue
+            side, other = ("npu", "bench") if b_part is None else ("bench", "npu")
+            part = n_part if b_part is None else b_part
+            if ends[other] is not None and step > ends[other]:
+                res.not_reached[side] += len(part.calls)
             else:
-                res.total_bench += len(part.calls)
-            for s in part.scalars:
-                site = _short_site(s.get("site"))
-                series = res.curves.setdefault(rank, {}).setdefault(site, {"npu": [],
-                                                                          "bench": []})
-                series[side].append((step, s.get("value")))
+                res.only[side].append((rank, step))
+                res.considered[side] += len(part.calls)
     return res
 
 
-def _short_site(site):
-    """file:line by the file's name: the two runs may run copies in two
-    places."""
-    if not site:
-        return "?"
-    path, _, line = site.rpartition(":")
-    return f"{os.path.basename(path)}:{line}"
-
-
-def _backward(name):
-    return key(name).endswith(".backward")
-
-
-def _match(res, rank, step, n_part, b_part):
+def _match(res, rank, step, n_part, b_part, cut=()):
     """Match a step's calls: the forward ones as two sequences (an extra
     call on one side leaves the rest matched), the backward ones by name
     (the order gradients arrive in differs with the graph: a cast autocast
-    adds); then compare them in the NPU run's order."""
+    adds); then compare them in the NPU run's order.  cut: the sides whose
+    run ended in this step: what the other made after its last call is not
+    reached."""
     n_calls, b_calls = n_part.calls, b_part.calls
-    n_fwd = [i for i, (name, _) in enumerate(n_calls) if not _backward(name)]
-    b_fwd = [j for j, (name, _) in enumerate(b_calls) if not _backward(name)]
-    matcher = difflib.SequenceMatcher(None, [key(n_calls[i][0]) for i in n_fwd],
-                                      [key(b_calls[j][0]) for j in b_fwd], autojunk=False)
+    n_fwd = [i for i, (name, _) in enumerate(n_calls) if not backward(name)]
+    b_fwd = [j for j, (name, _) in enumerate(b_calls) if not backward(name)]
     events = []  # (NPU position, order, what)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes([key(n_calls[i][0]) for i in n_fwd],
+                                        [key(b_calls[j][0]) for j in b_fwd]):
         if tag == "equal":
             events += [(n_fwd[i], 0, (n_fwd[i], b_fwd[j]))
                        for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        if i2 == len(n_fwd) and j2 == len(b_fwd) and _tail_not_reached(res, cut, i1 == i2,
+                                                                        j1 == j2, i2 - i1,
+                                                                        j2 - j1):
             continue
         at = n_fwd[i1] if i1 < len(n_fwd) else len(n_calls)
         events.append((at, -1, ([n_calls[i][0] for i in n_fwd[i1:i2]],
                                 [b_calls[j][0] for j in b_fwd[j1:j2]],
                                 n_calls[n_fwd[i1 - 1]][0] if i1 > 0 else None)))
-    b_backward = {name: j for j, (name, _) in enumerate(b_calls) if _backward(name)}
+    b_backward = {name: j for j, (name, _) in enumerate(b_calls) if backward(name)}
     n_only = []
     for i, (name, _) in enumerate(n_calls):
-        if _backward(name):
+        if backward(name):
             j = b_backward.pop(name, None)
             if j is None:
                 n_only.append(name)
             else:
                 events.append((i, 0, (i, j)))
-    if n_only or b_backward:
+    if (n_only or b_backward) and not _tail_not_reached(res, cut, not n_only, not b_backward,
+                                                         len(n_only), len(b_backward)):
         events.append((len(n_calls), -1, (n_only, list(b_backward), None)))
     for _, order, what in sorted(events, key=lambda e: (e[0], e[1])):
         if order == 0:
             res.matched += 1
+            res.considered["npu"] += 1
+            res.considered["bench"] += 1
             _compare_call(res, rank, step, n_part, b_part, n_calls[what[0]], b_calls[what[1]])
             continue
         n_names, b_names, after = what
+        res.considered["npu"] += len(n_names)
+        res.considered["bench"] += len(b_names)
         stretch = {"rank": rank, "step": step, "npu": n_names, "bench": b_names,
                    "npu_site": _site(n_part, n_names[0]) if n_names else None,
                    "bench_site": _site(b_part, b_names[0]) if b_names else None,
                    "after": after}
         res.unmatched.append(stretch)
         res.first.setdefault(rank, ("stretch", stretch))
+
+
+def _opcodes(a, b):
+    """difflib's opcodes of two sequences of names, cheaply where they
+    mostly agree: the common head and tail are equal without a search (a
+    step of a long run holds thousands of calls, and difflib's search is
+    quadratic in the names that repeat)."""
+    head = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        head += 1
+    tail = 0
+    for x, y in zip(reversed(a[head:]), reversed(b[head:])):
+        if x != y:
+            break
+        tail += 1
+    out = [("equal", 0, head, 0, head)] if head else []
+    mid_a, mid_b = a[head:len(a) - tail], b[head:len(b) - tail]
+    if mid_a or mid_b:
+        matcher = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
+        out += [(tag, i1 + head, i2 + head, j1 + head, j2 + head)
+                for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
+    if tail:
+        out.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return out
+
+
+def _tail_not_reached(res, cut, npu_empty, bench_empty, npu_count, bench_count):
+    """Whether a stretch at the end of a step is what one side made after
+    the other's run ended there (counted as not reached)."""
+    if "npu" in cut and npu_empty:
+        res.not_reached["bench"] += bench_count
+        return True
+    if "bench" in cut and bench_empty:
+        res.not_reached["npu"] += npu_count
+        return True
+    return False
 
 
 def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
@@ -133,7 +178,7 @@ def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
         if "torch.Tensor" in (n and n.get("type"), b and b.get("type")):
             n = n if n is None or n.get("type") == "torch.Tensor" else None
             b = b if b is None or b.get("type") == "torch.Tensor" else None
-            values, verdict, message = compare_tensor(n, b, n_part, b_part)
+            values, verdict, message = compare_tensor(n, b, n_part, b_part, res.floor)
         else:
             found = compare_value(n, b)
             if found is None:
@@ -155,8 +200,9 @@ def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
 
 def same_program(res):
     """Whether two dumps record one program: most calls match up, and most
-    matched tensors have one shape (two sizes of one model do not)."""
-    most = max(res.total_npu, res.total_bench)
+    matched tensors have one shape (two sizes of one model do not).  What
+    one side made after the other's run ended is left out."""
+    most = max(res.considered["npu"], res.considered["bench"])
     tensors = [r for r in res.rows if r["NPU Dtype"] or r["Bench Dtype"]]
     reshaped = sum(1 for r in tensors if r["NPU Tensor Shape"] != r["Bench Tensor Shape"])
     return most == 0 or (res.matched >= SAME_PROGRAM * most

@@ -1,15 +1,37 @@
 """Running a script's reference and its migrated run, each dumped, for a
-compare."""
+compare (``compare -- script.py args``), or the migrated run alone with
+each call checked by itself (``--per-call``).
+
+The two runs start at once where the machine has two cores or more
+(``--sequential`` runs one after the other), each with half of the
+intra-op threads, the same on both sides (a kernel's sums may depend on
+how many threads share them).  Each gets the same seed.  Ctrl-C stops
+both, waits for them to write what they dumped, and compares that.
+
+Nothing the user made is deleted: ``OUT/npu`` and ``OUT/bench`` are
+cleared only when a compare made them (a mark inside says so); anything
+else there ends the compare before it runs anything.
+"""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
-from .dumps import _STEP, CompareError
-from .summary import run
+from . import reference
+from .dumps import CompareError, Dump
+from .summary import Report
 
-def _cuda_present():
+#: The file inside a dump directory that says a compare made it.
+MARK = ".transfer_to_npu_compare"
+
+# How long the runs get to write their dumps after Ctrl-C.
+_GRACE = 60
+
+
+def cuda_present():
     try:
         import torch
     except ImportError:
@@ -17,22 +39,145 @@ def _cuda_present():
     return torch.cuda.is_available()
 
 
-def _fresh(directory):
-    """An empty dump directory: one compare wrote before is cleared; a
-    directory holding anything else is the user's, and kept."""
-    if os.path.isdir(directory):
-        entries = os.listdir(directory)
-        if any(not _STEP.match(e) for e in entries):
-            raise CompareError(f"{directory} holds files that are not a dump: choose another "
-                               f"--output")
-        shutil.rmtree(directory)
-    os.makedirs(directory)
+def check_output(output):
+    """The output directory, checked before anything runs (CompareError)."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise CompareError(f"--output {output!r} is a file, not a directory")
+    for side in ("npu", "bench"):
+        place = os.path.join(output, side)
+        if os.path.exists(place) and not os.path.isdir(place):
+            raise CompareError(f"{place} is a file: choose another --output")
+        if os.path.isdir(place) and os.listdir(place) and \
+                not os.path.exists(os.path.join(place, MARK)):
+            raise CompareError(f"{place} holds files this compare did not make (a dump of "
+                               f"yours?): they are kept; choose another --output")
 
 
-def _launch(argv, env, log_path):
-    with open(log_path, "wb") as log:
-        proc = subprocess.run(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return proc.returncode
+def _fresh(place):
+    if os.path.isdir(place):
+        shutil.rmtree(place)
+    os.makedirs(place)
+    with open(os.path.join(place, MARK), "w") as f:
+        f.write("made by python -m transfer_to_npu compare; cleared by the next one\n")
+
+
+def _environments(opts, output, reference_kind):
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("TRANSFER_TO_NPU_DUMP") and k not in ("TRANSFER_TO_NPU",
+                                                                      reference.ENV)}
+    base.update(PYTHONHASHSEED="0", TRANSFER_TO_NPU_DUMP_SEED=str(opts.seed))
+    for option, variable in (("dump_steps", "TRANSFER_TO_NPU_DUMP_STEPS"),
+                             ("dump_list", "TRANSFER_TO_NPU_DUMP_LIST"),
+                             ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS")):
+        if getattr(opts, option):
+            base[variable] = getattr(opts, option)
+    ours = [sys.executable, "-m", __package__.rpartition(".")[0]]
+    npu_dir, bench_dir = os.path.join(output, "npu"), os.path.join(output, "bench")
+    npu_env = dict(base)
+    if opts.per_call:
+        npu_env["TRANSFER_TO_NPU_DUMP_CHECK"] = "1"
+    sides = {"npu": (ours + ["--dump", npu_dir], npu_env)}
+    if not opts.per_call:
+        bench_env = dict(base)
+        if opts.reference_precision == "fp32":
+            bench_env[reference.ENV] = "fp32"
+        if reference_kind == "cuda":
+            # The original run: unmigrated even where the script imports us.
+            bench_env.update(TRANSFER_TO_NPU="0", TRANSFER_TO_NPU_DUMP=bench_dir)
+            sides["bench"] = ([sys.executable], bench_env)
+        else:
+            # On the host, from the same table; torch_npu, if installed, is
+            # not loaded by torch (its device would be the NPU's).
+            bench_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+            sides["bench"] = (ours + ["--backend", "cpu", "--dump", bench_dir], bench_env)
+    return sides
+
+
+def _threads(sides, at_once):
+    """Half the intra-op threads each, when the runs share the machine."""
+    if not at_once or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    for _, env in sides.values():
+        env["OMP_NUM_THREADS"] = str(max(1, cores // len(sides)))
+
+
+def run_script(opts, target, stream=sys.stdout):
+    """Run the sides, compare what they dumped; return the exit status."""
+    if os.path.exists(opts.output) and not os.path.isdir(opts.output):
+        raise CompareError(f"--output {opts.output!r} is a file, not a directory")
+    output = os.path.abspath(opts.output)
+    check_output(output)
+    kind = opts.reference
+    if kind == "auto":
+        kind = "cuda" if cuda_present() else "cpu"
+    elif kind == "cuda" and not opts.per_call and not cuda_present():
+        raise CompareError("--reference cuda: this machine has no GPU torch can use "
+                           "(torch.cuda.is_available() is False); use --reference cpu")
+    sides = _environments(opts, output, kind)
+    cores = os.cpu_count() or 1
+    at_once = len(sides) > 1 and not opts.sequential and cores >= 2
+    _threads(sides, at_once)
+    os.makedirs(output, exist_ok=True)
+    for side in sides:
+        _fresh(os.path.join(output, side))
+    labels = {"npu": "the migrated run",
+              "bench": f"the reference run ({kind}"
+                       + (", float32" if opts.reference_precision == "fp32" else "") + ")"}
+    procs, logs = {}, {}
+    interrupted = False
+    try:
+        for side in (("bench", "npu") if "bench" in sides else ("npu",)):
+            argv, env = sides[side]
+            logs[side] = os.path.join(output, f"{side}.log")
+            stream.write(f"compare: {labels[side]}: {' '.join(argv[1:] + target)} "
+                         f"(output in {logs[side]})\n")
+            stream.flush()
+            with open(logs[side], "wb") as log:
+                procs[side] = subprocess.Popen(argv + target, env=env, stdout=log,
+                                               stderr=subprocess.STDOUT)
+            if not at_once:
+                procs[side].wait()
+        for proc in procs.values():
+            proc.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+        _stop(procs)
+    dumps = {}
+    for side in sides:
+        dump = Dump.load(os.path.join(output, side), required=False)
+        dump.returncode = procs[side].returncode if side in procs else None
+        dumps[side] = dump
+        if dump.returncode not in (0, None) and not interrupted:
+            stream.write(f"compare: {labels[side]} exited with status {dump.returncode}; its "
+                         f"last lines:\n{_tail(logs[side])}\n")
+    return Report(dumps["npu"], dumps.get("bench"), interrupted=interrupted)
+
+
+def _stop(procs):
+    """After Ctrl-C: the runs get time to write what they dumped.  In this
+    process group, they had it too; one still running a moment later is
+    sent it (Ctrl-C sent here alone), once: a second would interrupt its
+    writing."""
+    deadline = time.monotonic() + 2
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.01, deadline - time.monotonic()))
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            try:
+                proc.send_signal(signal.SIGINT)
+            except OSError:
+                pass
+    deadline = time.monotonic() + _GRACE
+    for proc in procs.values():
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+                proc.kill()
 
 
 def _tail(path, lines=15):
@@ -41,51 +186,3 @@ def _tail(path, lines=15):
             return "".join(f.readlines()[-lines:])
     except OSError:
         return ""
-
-
-def run_script(opts, target, stream=sys.stdout):
-    output = os.path.abspath(opts.output)
-    os.makedirs(output, exist_ok=True)
-    npu_dir, bench_dir = os.path.join(output, "npu"), os.path.join(output, "bench")
-    _fresh(npu_dir)
-    _fresh(bench_dir)
-    reference = opts.reference
-    if reference == "auto":
-        reference = "cuda" if _cuda_present() else "cpu"
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("TRANSFER_TO_NPU_DUMP") and k != "TRANSFER_TO_NPU"}
-    base.update(PYTHONHASHSEED="0", TRANSFER_TO_NPU_DUMP_SEED=str(opts.seed))
-    for option, variable in (("dump_steps", "TRANSFER_TO_NPU_DUMP_STEPS"),
-                             ("dump_list", "TRANSFER_TO_NPU_DUMP_LIST"),
-                             ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS")):
-        if getattr(opts, option):
-            base[variable] = getattr(opts, option)
-    ours = [sys.executable, "-m", __package__.rpartition(".")[0]]
-    if reference == "cuda":
-        # The original run: unmigrated even where the script imports us.
-        bench_env = dict(base, TRANSFER_TO_NPU="0", TRANSFER_TO_NPU_DUMP=bench_dir)
-        bench_argv = [sys.executable] + target
-    else:
-        # On the host, from the same table; torch_npu, if installed, is
-        # not loaded by torch (its device would be the NPU's).
-        bench_env = dict(base, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-        bench_argv = ours + ["--backend", "cpu", "--dump", bench_dir] + target
-    npu_argv = ours + ["--dump", npu_dir] + target
-    failed = []
-    for side, argv, env, where in (("reference", bench_argv, bench_env, bench_dir),
-                                   ("migrated", npu_argv, dict(base), npu_dir)):
-        log = os.path.join(output, "bench.log" if side == "reference" else "npu.log")
-        label = f"the reference run ({reference})" if side == "reference" else "the migrated run"
-        stream.write(f"compare: {label}: {' '.join(argv[1:])} (output in {log})\n")
-        stream.flush()
-        code = _launch(argv, env, log)
-        if code != 0:
-            failed.append(side)
-            stream.write(f"compare: {label} exited with status {code}; its last lines:\n"
-                         f"{_tail(log)}\n")
-    try:
-        status = run(npu_dir, bench_dir, output, stream)
-    except CompareError as exc:
-        stream.write(f"compare: {exc}\n")
-        return 2
-    return 1 if failed else status

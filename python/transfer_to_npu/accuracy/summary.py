@@ -1,48 +1,187 @@
-"""What a compare says: the summary, compare_result.csv and .json, and the
-exit status."""
+"""What a compare says: the summary (printed, summary.txt), compare_result.csv
+and .json, curves.png, and the exit status with one line saying why.
+
+Exit statuses: 0 nothing differs beyond noise; 1 something differs (the
+values, the calls, the programs; a device-name test going another way; an
+inf/nan; a call wrong by itself); 2 a usage error, before anything runs
+(compare.py); 3 a run failed; 130 the compare was interrupted (Ctrl-C),
+what was compared written.
+"""
 
 import csv
 import io
 import json
 import os
-import sys
 
 from .. import _files
-from . import curves as _curves
+from . import branches as _branches, curves as _curves, overflow as _overflow
+from . import percall as _percall
 from .curves import fmt
 from .matching import COLUMNS, compare_dumps, same_program
-from .verdicts import ERROR, NA, PASS, WARNING
+from .verdicts import ERROR, NA, PASS, WARNING, looser
+
+OK, DIFFERS, FAILED, INTERRUPTED = 0, 1, 3, 130
+
+_SIDES = {"npu": "migrated", "bench": "reference"}
+
 
 def _where(row):
     return row.get("NPU_Stack_Info") or "?"
 
 
-def summary(res, npu_dir, bench_dir):
-    out = io.StringIO()
-    p = lambda *a: print(*a, file=out)  # noqa: E731
-    counts = {v: 0 for v in (PASS, WARNING, ERROR, NA)}
-    for row in res.rows:
-        counts[row["Result"]] += 1
-    p(f"compare: {npu_dir} (NPU) against {bench_dir} (bench)")
-    p(f"calls: {res.total_npu} vs {res.total_bench}, {res.matched} matched; checks: "
-      f"{counts[PASS]} pass, {counts[WARNING]} warning, {counts[ERROR]} error"
-      + (f", {counts[NA]} without values" if counts[NA] else ""))
-    if not same_program(res):
-        p(f"NOT THE SAME PROGRAM: only {res.matched} of {max(res.total_npu, res.total_bench)} "
-          f"calls match up, or most of their tensors differ in shape; these dumps record "
-          f"different models or scripts, and nothing below compares like with like.")
-    for problem in res.problems:
-        p(f"unreadable: {problem}")
-    for side, label in (("npu", "NPU"), ("bench", "bench")):
-        if res.only[side]:
-            shown = ", ".join(f"rank{r}/step{s}" for r, s in res.only[side][:8])
-            more = len(res.only[side]) - 8
-            p(f"only in the {label} dump: {shown}" + (f" and {more} more" if more > 0 else ""))
-    ranks = sorted(set(res.first) | set(res.curves) |
-                   {row["Rank"] for row in res.rows})
-    for rank in ranks:
+class Report:
+    """A compare of a migrated run's dump (npu) with its reference's (bench),
+    or the checks of one dump alone (bench None)."""
+
+    def __init__(self, npu, bench=None, interrupted=False):
+        self.npu, self.bench, self.interrupted = npu, bench, interrupted
+        self.floor, self.regions = _policy(npu, bench)
+        self.result = compare_dumps(npu, bench, self.floor) if bench is not None else None
+        self.dumps = {"npu": npu} if bench is None else {"npu": npu, "bench": bench}
+        self.overflow = {side: _overflow.first(d) for side, d in self.dumps.items()}
+        self.curves = _curves.series(self.dumps)
+        self.branches = _branches.findings(npu)
+        self.checks = _percall.findings(npu)
+        self.status, self.reason = self._verdict()
+
+    # -- the verdict
+
+    def _failures(self):
+        out = []
+        for side, dump in self.dumps.items():
+            for rank in dump.ranks() or [0]:
+                status = dump.status(rank)
+                if status in ("failed", "killed") or (status == "interrupted"
+                                                      and not self.interrupted):
+                    out.append((side, rank, status, dump.runs.get(rank, {}).get("exception")))
+                elif status == "unknown" and dump.returncode not in (None, 0):
+                    out.append((side, rank, "failed", None))
+        return out
+
+    def _verdict(self):
+        if self.interrupted:
+            return INTERRUPTED, "interrupted: what was compared before is written"
+        failures = self._failures()
+        if failures:
+            side, rank, status, exc = failures[0]
+            what = f"the {_SIDES[side]} run" + (f" (rank {rank})" if self._many_ranks() else "")
+            why = f"{exc['type']} at {exc['site']}" if exc else status
+            return FAILED, f"{what} failed ({why}); the calls before it are compared above"
+        reasons = []
+        res = self.result
+        if res is not None:
+            if not same_program(res):
+                reasons.append("the two runs record different programs")
+            elif res.unmatched:
+                s = res.unmatched[0]
+                reasons.append(f"the calls part at step {s['step']}"
+                               + (f" ({s['npu_site']})" if s["npu_site"] else ""))
+            if res.first_error:
+                row = next(iter(res.first_error.values()))
+                reasons.append(f"values differ (first error at {_where(row)})")
+        for finding in self.branches:
+            reasons.append(f"a device-name test goes another way than on CUDA at "
+                           f"{finding['site']}")
+            break
+        npu_overflow = self.overflow.get("npu", {})
+        if npu_overflow:
+            f = next(iter(npu_overflow.values()))
+            reasons.append(f"inf/nan first at {f['site'] or f['name']}")
+        errors = [c for c in self.checks if c["Result"] == ERROR]
+        if errors:
+            reasons.append(f"{len(errors)} call(s) wrong by themselves on the host's check "
+                           f"(first at {errors[0]['site']})")
+        if reasons:
+            return DIFFERS, "; ".join(reasons)
+        return OK, "nothing differs beyond noise"
+
+    def _many_ranks(self):
+        return any(len(d.ranks()) > 1 for d in self.dumps.values())
+
+    # -- the text
+
+    def text(self):
+        out = io.StringIO()
+        p = lambda *a: print(*a, file=out)  # noqa: E731
+        if self.bench is not None:
+            p(f"compare: {self.npu.directory} (NPU) against {self.bench.directory} (bench)")
+        else:
+            p(f"checks of {self.npu.directory} (no reference run)")
+        self._runs(p)
+        self._precision(p)
+        res = self.result
+        if res is not None:
+            counts = {v: 0 for v in (PASS, WARNING, ERROR, NA)}
+            for row in res.rows:
+                counts[row["Result"]] += 1
+            reached = [f"{n} {'NPU' if side == 'npu' else 'bench'} calls not reached (the "
+                       f"other run ended before)" for side, n in res.not_reached.items() if n]
+            p(f"calls: {res.total_npu} vs {res.total_bench}, {res.matched} matched"
+              + "".join(f", {r}" for r in reached) + f"; checks: {counts[PASS]} pass, "
+              f"{counts[WARNING]} warning, {counts[ERROR]} error"
+              + (f", {counts[NA]} without values" if counts[NA] else ""))
+            if not same_program(res):
+                most = max(res.considered.values())
+                p(f"NOT THE SAME PROGRAM: only {res.matched} of {most} calls match up, or most "
+                  f"of their tensors differ in shape; these dumps record different models or "
+                  f"scripts, and nothing below compares like with like.")
+            for problem in res.problems:
+                p(f"unreadable: {problem}")
+            for side, label in (("npu", "NPU"), ("bench", "bench")):
+                if res.only[side]:
+                    shown = ", ".join(f"rank{r}/step{s}" for r, s in res.only[side][:8])
+                    more = len(res.only[side]) - 8
+                    p(f"only in the {label} dump: {shown}"
+                      + (f" and {more} more" if more > 0 else ""))
+        _branches.text(p, self.branches)
+        ranks = sorted(set(self.npu.ranks()) | set(self.bench.ranks() if self.bench else ())
+                       | set(self.curves))
+        for rank in ranks:
+            p("")
+            p(f"rank {rank}:")
+            if res is not None:
+                self._divergence(p, rank)
+            self._overflow(p, rank)
+            _percall.text(p, [c for c in self.checks if c["rank"] == rank],
+                          _percall.counts(self.npu, rank))
+            _curves.text(p, self.curves.get(rank, {}))
         p("")
-        p(f"rank {rank}:")
+        p(self.last_line())
+        return out.getvalue()
+
+    def last_line(self):
+        return f"compare: exit {self.status}: {self.reason}"
+
+    def _runs(self, p):
+        parts = []
+        for side, dump in self.dumps.items():
+            label = _SIDES[side]
+            for rank in dump.ranks() or [0]:
+                status = dump.status(rank)
+                who = label + (f" rank {rank}" if len(dump.ranks()) > 1 else "")
+                exc = dump.runs.get(rank, {}).get("exception")
+                if status == "finished":
+                    parts.append(f"{who} finished ({dump.last_step(rank) + 1} steps)")
+                elif exc:
+                    parts.append(f"{who} {status} in step {dump.last_step(rank)}: "
+                                 f"{exc['type']}: {_one_line(exc['message'])} at {exc['site']}"
+                                 + (f" ({exc['code']})" if exc.get("code") else ""))
+                else:
+                    code = dump.returncode
+                    parts.append(f"{who} {status}" + (f" (exit status {code})"
+                                                      if code not in (None, 0) else ""))
+        p("runs: " + "; ".join(parts))
+
+    def _precision(self, p):
+        if self.floor is None:
+            return
+        sites = ", ".join(sorted({r["site"] or "?" for r in self.regions}))
+        p(f"precision: the reference computes in float32 (--reference-precision fp32), the "
+          f"migrated run under autocast ({self.floor}) entered at {sites}: the policies differ, "
+          f"and every value is judged by {self.floor}'s thresholds")
+
+    def _divergence(self, p, rank):
+        res = self.result
         first = res.first.get(rank)
         if first is None:
             p("  every matched call agrees (pass)")
@@ -69,8 +208,81 @@ def summary(res, npu_dir, bench_dir):
             p(f"  {len(stretches)} stretch(es) of calls do not match up "
               f"({sum(len(s['npu']) for s in stretches)} NPU calls, "
               f"{sum(len(s['bench']) for s in stretches)} bench calls)")
-        _curves.text(p, res.curves.get(rank, {}))
-    return out.getvalue()
+
+    def _overflow(self, p, rank):
+        mine = self.overflow["npu"].get(rank)
+        theirs = self.overflow.get("bench", {}).get(rank)
+        if mine is None and theirs is None:
+            return
+        if mine is not None:
+            p(f"  first inf/nan: {_overflow.describe(mine)}")
+            if "bench" in self.overflow:
+                if theirs is None:
+                    p("    the reference stays finite there")
+                elif theirs["name"] == mine["name"] and theirs["step"] == mine["step"]:
+                    p("    the reference too: the original program overflows there")
+                else:
+                    p(f"    the reference's: {_overflow.describe(theirs)}")
+        else:
+            p(f"  first inf/nan of the reference: {_overflow.describe(theirs)}; the migrated "
+              f"run stays finite")
+
+    # -- the files
+
+    def write(self, output, text):
+        os.makedirs(output, exist_ok=True)
+        res = self.result
+        content = {"status": self.status, "reason": self.reason,
+                   "runs": {side: {str(rank): dict(dump.runs.get(rank, {}),
+                                                   status=dump.status(rank))
+                                   for rank in dump.ranks()}
+                            for side, dump in self.dumps.items()},
+                   "returncodes": {side: dump.returncode for side, dump in self.dumps.items()},
+                   "precision": {"floor": self.floor, "autocast": self.regions},
+                   "first_overflow": self.overflow, "device_name_tests": self.branches,
+                   "per_call": self.checks, "curves": self.curves}
+        if res is not None:
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+            writer.writeheader()
+            for row in res.rows:
+                writer.writerow({k: fmt(v) if isinstance(v, float) else v
+                                 for k, v in row.items()})
+            _files.replace(os.path.join(output, "compare_result.csv"), buf.getvalue().encode())
+            first = {rank: (v[1] if v[0] == "row" else {"unmatched": v[1]})
+                     for rank, v in res.first.items()}
+            content.update({
+                "same_program": same_program(res), "matched": res.matched,
+                "calls": {"npu": res.total_npu, "bench": res.total_bench},
+                "not_reached": res.not_reached,
+                "first_divergence": first, "first_error": res.first_error,
+                "unmatched": res.unmatched,
+                "only": {k: [{"rank": r, "step": s} for r, s in v] for k, v in res.only.items()},
+                "problems": res.problems,
+                # Every row is in the CSV; here those that do not pass.
+                "rows": [r for r in res.rows if r["Result"] != PASS]})
+        _files.replace(os.path.join(output, "compare_result.json"),
+                       json.dumps(content, default=str).encode())
+        _files.replace(os.path.join(output, "summary.txt"), text.encode())
+        _curves.plot(self.curves, os.path.join(output, "curves.png"))
+
+
+def _one_line(text, limit=200):
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _policy(npu, bench):
+    """(floor dtype, autocast regions of the migrated run) where the
+    reference computes in full precision and the migrated run under
+    autocast; else (None, regions)."""
+    regions = [r for rs in npu.run_facts("autocast").values() for r in rs if r.get("enabled")]
+    if bench is None or not bench.run_facts("reference_precision") or not regions:
+        return None, regions
+    floor = None
+    for r in regions:
+        floor = r["dtype"] if floor is None else looser(floor, r["dtype"])
+    return floor, regions
 
 
 def _describe_row(p, title, row):
@@ -87,44 +299,15 @@ def _describe_row(p, title, row):
       f"norm {fmt(row['Bench l2norm'])}")
 
 
-def write_outputs(res, output, text):
-    os.makedirs(output, exist_ok=True)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
-    writer.writeheader()
-    for row in res.rows:
-        writer.writerow({k: fmt(v) if isinstance(v, float) else v for k, v in row.items()})
-    _files.replace(os.path.join(output, "compare_result.csv"), buf.getvalue().encode())
-    first = {rank: (v[1] if v[0] == "row" else {"unmatched": v[1]})
-             for rank, v in res.first.items()}
-    content = {"same_program": same_program(res), "matched": res.matched,
-               "calls": {"npu": res.total_npu, "bench": res.total_bench},
-               "first_divergence": first, "first_error": res.first_error,
-               "unmatched": res.unmatched,
-               "only": {k: [{"rank": r, "step": s} for r, s in v] for k, v in res.only.items()},
-               "problems": res.problems,
-               "curves": {rank: c for rank, c in res.curves.items()}, "rows": res.rows}
-    _files.replace(os.path.join(output, "compare_result.json"),
-                   json.dumps(content, indent=1, default=str).encode())
-    _files.replace(os.path.join(output, "summary.txt"), text.encode())
-    _curves.plot(res, os.path.join(output, "curves.png"))
-
-
-def exit_status(res):
-    if not same_program(res) or res.unmatched or res.first_error:
-        return 1
-    return 0
-
-
-def run(npu_dir, bench_dir, output, stream=sys.stdout):
-    res = compare_dumps(npu_dir, bench_dir)
-    text = summary(res, npu_dir, bench_dir)
-    write_outputs(res, output, text)
+def show(report, output, stream):
+    """Write the report's files, print its text; return its exit status."""
+    text = report.text()
+    report.write(output, text)
     try:
         stream.write(text)
-        stream.write(f"(compare_result.csv, compare_result.json, summary.txt in {output})\n")
+        stream.write(f"(compare_result.json, summary.txt in {output})\n")
         stream.flush()
     except BrokenPipeError:
         # `compare ... | head`: the reader has gone, which is not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    return exit_status(res)
+    return report.status

@@ -12,11 +12,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
-# The extension's module and state, then a folder per part: the patcher,
-# the virtual NPU, and the pure-C parts (no Python.h; unit tested with
-# check, headers in include/ttn).
+# The extension's module and state, then a folder per part: the accuracy
+# dump's statistics, the patcher, the virtual NPU, and the pure-C parts (no
+# Python.h; unit tested with check, headers in include/ttn).
 SOURCES = [
     "src/module.c",
+    "src/accuracy/stats_glue.c",
     "src/patcher/class_ctor.c",
     "src/patcher/devargs.c",
     "src/patcher/device_ctor.c",
@@ -34,6 +35,7 @@ SOURCES = [
     "src/pure/json.c",
     "src/pure/ptrmap.c",
     "src/pure/rules.c",
+    "src/pure/stats.c",
     "src/pure/table.c",
 ]
 

@@ -3,6 +3,7 @@
 #include "state.h"
 #include "patcher/patcher.h"
 #include "virtual/virtual.h"
+#include "accuracy/accuracy.h"
 
 #include <structmember.h>
 
@@ -1165,7 +1166,9 @@ module_exec(PyObject *module)
         PyModule_AddFunctions(module, ttn_log_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_rules_methods) < 0 ||
         PyModule_AddFunctions(module, ttn_npu_method_methods) < 0 ||
-        PyModule_AddFunctions(module, ttn_callbacks_methods) < 0)
+        PyModule_AddFunctions(module, ttn_callbacks_methods) < 0 ||
+        PyModule_AddFunctions(module, ttn_stats_methods) < 0 ||
+        ttn_stats_add_constants(module) < 0)
         goto exit;
     if (PyModule_AddIntConstant(module, "MODE_DEVICE_ARG", TTN_MODE_DEVICE_ARG) < 0 ||
         PyModule_AddIntConstant(module, "MODE_REDIRECT", TTN_MODE_REDIRECT) < 0 ||

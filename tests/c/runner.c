@@ -14,6 +14,7 @@ main(void)
     srunner_add_suite(sr, ptrmap_suite());
     srunner_add_suite(sr, json_suite());
     srunner_add_suite(sr, rules_suite());
+    srunner_add_suite(sr, stats_suite());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -9,5 +9,6 @@ Suite *table_suite(void);
 Suite *ptrmap_suite(void);
 Suite *json_suite(void);
 Suite *rules_suite(void);
+Suite *stats_suite(void);
 
 #endif

@@ -1,8 +1,26 @@
-"""The statistics of a tensor the dump records."""
+"""The statistics of a tensor the dump records: Max, Min, Mean, Norm (L2)
+and the counts of NaN and infinities.
+
+A small tensor in host memory (the cpu's, the virtual NPU's) is read once,
+in place, by the C core (``_C.tensor_stats``: its element type as it is,
+no copy, sums in float64): 1.6 microseconds for 256 elements, where
+torch's four ops take 20.  torch's ops read some 2.5 times faster per
+element, so a tensor of more than FAST_MOST elements takes them, as do
+complex tensors.  A tensor in a device's own memory gets torch's ops on
+the device, read when its step is written.
+"""
 
 import math
 
 import torch
+
+from .. import _C
+
+# Where torch's ops become cheaper (measured: 8k elements, one thread).
+FAST_MOST = 8192
+
+# torch dtype -> the C core's code for it.
+_CODES = {getattr(torch, name): code for code, name in enumerate(_C.STATS_DTYPES)}
 
 # The statistics, in the order a stats tensor holds them.
 STATS = ("Max", "Min", "Mean", "Norm", "nan_count", "inf_count")
@@ -43,6 +61,18 @@ def prepare(t):
 def _values(x):
     low, high = torch.aminmax(x)
     return torch.stack([high, low, x.mean(), torch.linalg.vector_norm(x)])
+
+
+def fast_stats(t):
+    """The statistics of a small tensor in host memory by the C core, as
+    floats (STATS order); None for one it does not read (large, complex,
+    not strided, empty)."""
+    code = _CODES.get(t.dtype)
+    if code is None or t.layout != torch.strided or not 0 < t.numel() <= FAST_MOST:
+        return None
+    high, low, mean, norm, nan, inf = _C.tensor_stats(t.data_ptr(), code, tuple(t.shape),
+                                                      t.stride())
+    return [high, low, mean, norm, nan, inf]
 
 
 def host_stats(x, floating):

@@ -475,7 +475,7 @@ def test_seed_example_matches_its_cpu_reference(tmp_path):
     proc = _compare(tmp_path, "--output", out, "--dump-steps", "0-1,499", "--",
                     EXAMPLES / "train_cnn.py", timeout=2400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "compare: the reference run (cpu)" in proc.stdout
+    assert "reference (cpu) finished (" in proc.stdout
     assert "every matched call agrees (pass)" in proc.stdout
     result = _result(out)
     assert result["same_program"] and not result["unmatched"] and not result["first_error"]

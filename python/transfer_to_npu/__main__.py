@@ -229,18 +229,23 @@ def main(argv=None):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
-    if opts.module is not None:
-        sys.argv = [opts.module] + opts.args
+    return run_target(opts.module, opts.target, opts.args)
+
+
+def run_target(module, path, args):
+    """Run ``-m module args`` or ``path args`` as python would (its argv,
+    sys.path[0], its traceback); its exit status."""
+    if module is not None:
+        sys.argv = [module] + args
         sys.path[0] = os.getcwd()
         filename = None
-        run = lambda: _run_module(opts.module)
+        run = lambda: _run_module(module)
     else:
-        path = opts.target
         if not os.path.exists(path):
             print(f"{sys.executable}: can't open file {os.path.abspath(path)!r}: "
                   f"[Errno 2] No such file or directory", file=sys.stderr)
             return 2
-        sys.argv = [path] + opts.args
+        sys.argv = [path] + args
         sys.path[0] = os.path.dirname(os.path.abspath(path))
         filename = os.path.abspath(path)
         run = lambda: _run_script(path)

@@ -1,6 +1,8 @@
 """How a dumped run went, per rank: ``DIR/run/rank<r>.json``, written at
 exit with the open step.
 
+* ``backend``: the migration's (``virtual``, ``torch_npu``, ``cpu``), or
+  ``unmigrated`` (the original run on CUDA);
 * ``status``: ``finished``, ``failed`` (an exception ended it) or
   ``interrupted`` (Ctrl-C); ``exception``: its type, message and the
   script's own last frame (``site``, ``code``), where the user reads it;
@@ -104,7 +106,8 @@ class Run:
         return "interrupted" if self.exception["type"] == "KeyboardInterrupt" else "failed"
 
     def write(self, directory, rank, step):
-        content = {"rank": rank, "status": self.status(), "exception": self.exception,
+        content = {"rank": rank, "backend": _backend(), "status": self.status(),
+                   "exception": self.exception,
                    "steps": step + 1,
                    "autocast": [{"site": site, "device": device, "dtype": dtype,
                                  "enabled": enabled, "step": first}
@@ -117,3 +120,10 @@ class Run:
         os.makedirs(place, exist_ok=True)
         _files.replace(os.path.join(place, f"rank{rank}.json"),
                        json.dumps(content, indent=1).encode())
+
+
+def _backend():
+    import transfer_to_npu
+    from .. import backends
+
+    return backends.installed if transfer_to_npu.is_enabled() else "unmigrated"

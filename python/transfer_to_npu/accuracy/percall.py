@@ -21,8 +21,6 @@ differs shows in the compare of two runs.
 import json
 import os
 
-import torch
-
 from .. import _files
 from . import verdicts
 from .verdicts import ERROR, PASS, WARNING
@@ -36,9 +34,13 @@ _RANDOM = ("rand", "dropout", "bernoulli", "multinomial", "normal", "uniform", "
 _IN_PLACE = frozenset(("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
                        "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__",
                        "__ixor__", "__ilshift__", "__irshift__", "__imatmul__"))
-_HIGHER = {torch.float16: torch.float64, torch.bfloat16: torch.float64,
-           torch.float32: torch.float64, torch.float64: torch.float64,
-           torch.complex64: torch.complex128, torch.complex128: torch.complex128}
+
+
+def _higher(torch):
+    """dtype -> the dtype the host computes it in."""
+    return {torch.float16: torch.float64, torch.bfloat16: torch.float64,
+            torch.float32: torch.float64, torch.float64: torch.float64,
+            torch.complex64: torch.complex128, torch.complex128: torch.complex128}
 
 
 def _skip(name):
@@ -60,16 +62,21 @@ class Checker:
     """The per-call check of one process's dump."""
 
     def __init__(self, recorder):
-        self.rec = recorder
+        import torch
+
         from .. import backends
 
+        self.rec = recorder
+        self.torch = torch
+        self.higher = _higher(torch)
         self.device = backends.target_type()
 
     # -- before and after a call
 
     def before(self, name, func, args, kwargs):
         """What the check needs from before the call ran: (func, in place,
-        host inputs or None), or why it is not run again (a str)."""
+        host inputs or None), or why it is not run again (a str).  name:
+        the call's name without its counter (Tensor.add_)."""
         why = _skip(name)
         if why is not None:
             return why
@@ -97,12 +104,17 @@ class Checker:
             return {"Result": "skip", "Message": "no tensor input"}
         (hargs, hkwargs), _ = host
         hkwargs = {k: v for k, v in hkwargs.items() if k != "out"}
+        # The host's generator as it was: a call that draws random numbers
+        # not known as one by its name draws none of the run's.
+        state = self.torch.get_rng_state()
         try:
-            with torch.autocast("cpu", enabled=False):
+            with self.torch.autocast("cpu", enabled=False):
                 result = func(*hargs, **hkwargs)
         except Exception as exc:
             return {"Result": "skip", "Message": f"not run on the host ({type(exc).__name__}: "
                                                  f"{str(exc).splitlines()[0][:120]})"}
+        finally:
+            self.torch.set_rng_state(state)
         if in_place:
             npu_out, host_out = (args[0] if args else out), (hargs[0] if hargs else result)
         else:
@@ -114,6 +126,7 @@ class Checker:
     def _host(self, value, copy):
         """(value with its tensors on the host in higher precision and its
         device arguments the host's, whether it held a tensor)."""
+        torch = self.torch
         found = [False]
 
         def convert(v, depth=0):
@@ -124,7 +137,7 @@ class Checker:
                 host = self.rec.host_view(v)
                 if host is None:
                     host = v.detach().to("cpu")
-                higher = _HIGHER.get(host.dtype)
+                higher = self.higher.get(host.dtype)
                 if higher is not None and higher != host.dtype:
                     return host.detach().to(higher)
                 return host.detach().clone() if copy or host is v else host.detach()
@@ -172,6 +185,8 @@ def _rank(result):
 
 
 def _pairs(n, h, depth=0):
+    import torch
+
     if isinstance(n, torch.Tensor) or isinstance(h, torch.Tensor):
         yield (n if isinstance(n, torch.Tensor) else None,
                h if isinstance(h, torch.Tensor) else None)

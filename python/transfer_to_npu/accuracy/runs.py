@@ -81,15 +81,21 @@ def _environments(opts, output, reference_kind):
         bench_env = dict(base)
         if opts.reference_precision == "fp32":
             bench_env[reference.ENV] = "fp32"
+        # torch_npu, if installed, is not loaded by torch in the reference
+        # (its device would be the NPU's).
+        bench_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         if reference_kind == "cuda":
             # The original run: unmigrated even where the script imports us.
             bench_env.update(TRANSFER_TO_NPU="0", TRANSFER_TO_NPU_DUMP=bench_dir)
             sides["bench"] = ([sys.executable], bench_env)
-        else:
-            # On the host, from the same table; torch_npu, if installed, is
-            # not loaded by torch (its device would be the NPU's).
-            bench_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+        elif reference_kind == "cpu":
+            # On the host, from the same table.
             sides["bench"] = (ours + ["--backend", "cpu", "--dump", bench_dir], bench_env)
+        else:
+            # The machine's: chosen in the reference run, which imports torch.
+            bench_env["TRANSFER_TO_NPU"] = "0"
+            sides["bench"] = ([sys.executable, "-m", f"{__package__}.reference_run", bench_dir],
+                              bench_env)
     return sides
 
 
@@ -110,9 +116,7 @@ def run_script(opts, target, stream=sys.stdout):
     output = os.path.abspath(opts.output)
     check_output(output)
     kind = opts.reference
-    if kind == "auto":
-        kind = "cuda" if cuda_present() else "cpu"
-    elif kind == "cuda" and not opts.per_call and not cuda_present():
+    if kind == "cuda" and not opts.per_call and not cuda_present():
         raise CompareError("--reference cuda: this machine has no GPU torch can use "
                            "(torch.cuda.is_available() is False); use --reference cpu")
     sides = _environments(opts, output, kind)
@@ -122,8 +126,10 @@ def run_script(opts, target, stream=sys.stdout):
     os.makedirs(output, exist_ok=True)
     for side in sides:
         _fresh(os.path.join(output, side))
+    kinds = {"auto": "auto: CUDA, else the CPU", "cpu": "cpu",
+             "cuda": "cuda"}
     labels = {"npu": "the migrated run",
-              "bench": f"the reference run ({kind}"
+              "bench": f"the reference run ({kinds[kind]}"
                        + (", float32" if opts.reference_precision == "fp32" else "") + ")"}
     procs, logs = {}, {}
     interrupted = False

@@ -158,7 +158,9 @@ class Report:
             label = _SIDES[side]
             for rank in dump.ranks() or [0]:
                 status = dump.status(rank)
-                who = label + (f" rank {rank}" if len(dump.ranks()) > 1 else "")
+                backend = dump.runs.get(rank, {}).get("backend")
+                who = label + (f" ({backend})" if backend and side == "bench" else "") \
+                    + (f" rank {rank}" if len(dump.ranks()) > 1 else "")
                 exc = dump.runs.get(rank, {}).get("exception")
                 if status == "finished":
                     parts.append(f"{who} finished ({dump.last_step(rank) + 1} steps)")

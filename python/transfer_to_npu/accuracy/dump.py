@@ -485,7 +485,10 @@ class _Mode(TorchFunctionMode):
                     if isinstance(shown, torch.Tensor) else \
                     rec.describe(shown, name, "output", blank=blank)
                 rec.add(name, entry, site, rec.parent())
-                if check is not None:
+            if check is not None:
+                # Torch functions on (this mode is off while it handles a
+                # call): the check's own mode sees the calls it makes.
+                with rec.lock, torch.no_grad():
                     rec.step.checks[name] = rec.checker.after(check, args, kwargs, out)
             rec.watch(name, out)
         except Exception as exc:

@@ -43,6 +43,43 @@ def _higher(torch):
             torch.complex64: torch.complex128, torch.complex128: torch.complex128}
 
 
+def _rounding(dtype):
+    """Around a call's run on the host where autocast was on: the calls
+    CUDA's policy runs in the autocast dtype (linear, matmul, bmm, the
+    convolutions, scaled_dot_product_attention: the call itself, or those
+    a call written in Python makes, such as multi_head_attention_forward)
+    get their inputs and outputs rounded to it, as autocast casts them;
+    computing stays in float64.  The host's values are then what exact
+    kernels give under the same policy."""
+    import contextlib
+
+    if dtype is None:
+        return contextlib.nullcontext()
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from ..backends.autocast_policy import LOWER_PRECISION_FP
+
+    lower = frozenset(n.partition(".")[0] for n in LOWER_PRECISION_FP)
+
+    def rounded(value):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.to(dtype).to(value.dtype)
+        if isinstance(value, (list, tuple)):
+            return type(value)(rounded(v) for v in value)
+        return value
+
+    class Rounding(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "").strip("_")
+            if name in lower or name in ("matmul", "rmatmul"):
+                return rounded(func(*rounded(args), **rounded(kwargs)))
+            return func(*args, **kwargs)
+
+    return Rounding()
+
+
 def _skip(name):
     """Why a call is not run again, or None."""
     op = name.rpartition(".")[2].lower()
@@ -83,18 +120,30 @@ class Checker:
         if kwargs.get("dropout_p"):
             return "draws random numbers"
         in_place = _in_place(name, kwargs)
+        lower = self._autocast()
         try:
             # The inputs of a call writing in place, before it writes.
-            return func, in_place, self._host((args, kwargs), copy=True) if in_place else None
+            host = self._host((args, kwargs), copy=True) if in_place else None
+            return func, in_place, host, lower
         except _NotChecked as exc:
             return str(exc)
+
+    def _autocast(self):
+        """The autocast dtype of the device where autocast is on, else None."""
+        torch = self.torch
+        try:
+            if not torch.is_autocast_enabled(self.device):
+                return None
+            return torch.get_autocast_dtype(self.device)
+        except (TypeError, RuntimeError, AttributeError):  # a torch without these
+            return None
 
     def after(self, state, args, kwargs, out):
         """The verdict on a call that ran: {"Result", "Error", "Dtype",
         "Message"}; Result "skip" for one not run again."""
         if isinstance(state, str):
             return {"Result": "skip", "Message": state}
-        func, in_place, host = state
+        func, in_place, host, lower = state
         try:
             if host is None:
                 host = self._host((args, kwargs), copy=False)
@@ -108,7 +157,7 @@ class Checker:
         # not known as one by its name draws none of the run's.
         state = self.torch.get_rng_state()
         try:
-            with self.torch.autocast("cpu", enabled=False):
+            with self.torch.autocast("cpu", enabled=False), _rounding(lower):
                 result = func(*hargs, **hkwargs)
         except Exception as exc:
             return {"Result": "skip", "Message": f"not run on the host ({type(exc).__name__}: "
@@ -119,7 +168,7 @@ class Checker:
             npu_out, host_out = (args[0] if args else out), (hargs[0] if hargs else result)
         else:
             npu_out, host_out = out, result
-        return self._judge(npu_out, host_out)
+        return self._judge(npu_out, host_out, str(lower) if lower else None)
 
     # -- inputs on the host, in higher precision
 
@@ -156,7 +205,7 @@ class Checker:
 
     # -- the verdict
 
-    def _judge(self, npu_out, host_out):
+    def _judge(self, npu_out, host_out, floor=None):
         pairs = list(_pairs(npu_out, host_out))
         if not pairs:
             return {"Result": "skip", "Message": "no tensor output"}
@@ -168,7 +217,7 @@ class Checker:
             host_n = self.rec.host_view(n)
             if host_n is None:
                 host_n = n.detach().to("cpu")
-            verdict = verdicts.per_call(host_n, h)
+            verdict = verdicts.per_call(host_n, h, floor)
             verdict["Message"] = f"output {i}: {verdict['Message']}" if len(pairs) > 1 \
                 and verdict["Message"] else verdict["Message"]
             if worst is None or _rank(verdict["Result"]) > _rank(worst["Result"]):

@@ -43,10 +43,11 @@ def _written(record):
     return False
 
 
-def _counts(descs):
-    nan = sum(d.get("nan_count") or 0 for d in descs)
-    inf = sum(d.get("inf_count") or 0 for d in descs)
-    return nan, inf
+def _finding(part, name, step, rank, what, bad):
+    return {"name": name, "step": step, "rank": rank, "site": part.stack.get(name),
+            "module": part.construct.get(name), "what": what,
+            "nan": sum(d.get("nan_count") or 0 for d in bad),
+            "inf": sum(d.get("inf_count") or 0 for d in bad), "dtype": bad[0].get("dtype")}
 
 
 def first(dump):
@@ -66,11 +67,7 @@ def first(dump):
             bad_out = [d for d in outputs if _nonfinite(d)]
             if not bad_out or any(_nonfinite(d) for d in inputs) or _written(record):
                 continue
-            nan, inf = _counts(bad_out)
-            out[rank] = {"name": name, "step": step, "rank": rank,
-                         "site": part.stack.get(name), "module": part.construct.get(name),
-                         "what": "overflow", "nan": nan, "inf": inf,
-                         "dtype": bad_out[0].get("dtype")}
+            out[rank] = _finding(part, name, step, rank, "overflow", bad_out)
             break
         if rank in out:
             continue
@@ -79,11 +76,7 @@ def first(dump):
                 continue
             bad = [d for d in _tensors(record.get("input", [])) if _nonfinite(d)]
             if bad:
-                nan, inf = _counts(bad)
-                out[rank] = {"name": name, "step": step, "rank": rank,
-                             "site": part.stack.get(name), "module": part.construct.get(name),
-                             "what": "gradient", "nan": nan, "inf": inf,
-                             "dtype": bad[0].get("dtype")}
+                out[rank] = _finding(part, name, step, rank, "gradient", bad)
                 break
     return out
 

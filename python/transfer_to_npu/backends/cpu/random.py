@@ -7,10 +7,9 @@ generator for both, so a reference run drawing its dropout masks from it
 would draw the host's numbers in another order than the original.  Here
 the device's generator is a host generator of its own (``GENERATOR``):
 ``torch.cuda``'s seed functions (``torch.manual_seed`` calls them) seed it,
-and dropout draws its masks from it, computed as the cpu computes dropout
-(noise drawn, scaled, multiplied in: torch's ``_dropout_impl``), which is
-how the virtual NPU computes it too, from its npu's generator: the same
-seed gives the two runs the same masks, to the bit.
+and dropout draws its masks from it, computed as the virtual NPU computes
+it from its npu's generator (``backends/dropout.py``): the same seed gives
+the two runs the same masks, to the bit.
 
 Other random ops with a device argument (``torch.randn(..., device='cuda')``)
 draw from the host's generator: they cannot be told from the host's own
@@ -18,6 +17,8 @@ draws once the device is the host.
 """
 
 import torch
+
+from ..dropout import dropout as host_dropout
 
 #: The device's generator.
 GENERATOR = torch.Generator()
@@ -31,16 +32,7 @@ _KEYS = ("AutogradCPU", "CPU")
 
 
 def dropout(input, p, train):
-    if not 0 <= p <= 1:
-        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if p == 0 or not train or input.numel() == 0:
-        return input
-    if p == 1:
-        return input * torch.zeros((), dtype=input.dtype, device=input.device)
-    noise = torch.empty_like(input)
-    noise.bernoulli_(1 - p, generator=GENERATOR)
-    noise.div_(1 - p)
-    return input * noise
+    return host_dropout(input, p, train, GENERATOR)
 
 
 def register():

@@ -245,14 +245,16 @@ def compare_tensor(n, b, n_part, b_part, floor=None):
 # for erf: 7e-2).  A half type's kernel rounds its intermediate values
 # too (a softmax's probabilities, a product before its sum): its errors
 # are a few of its ulps of the tensor's largest value, wherever the
-# element, so its floor is that value (the error is normwise).
+# element, so its floor is that value (the error is normwise), and it
+# passes within 4 of them (multi_head_attention_forward, five roundings:
+# 2 ulps).
 PER_CALL = {
     "torch.float64": (2.0 ** -5, 2.0 ** -40, 2.0 ** -30),
     "torch.complex128": (2.0 ** -5, 2.0 ** -40, 2.0 ** -30),
     "torch.float32": (2.0 ** -5, 2.0 ** -14, 2.0 ** -11),
     "torch.complex64": (2.0 ** -5, 2.0 ** -14, 2.0 ** -11),
-    "torch.float16": (1.0, 2.0 ** -9, 2.0 ** -7),
-    "torch.bfloat16": (1.0, 2.0 ** -7, 2.0 ** -5),
+    "torch.float16": (1.0, 2.0 ** -8, 2.0 ** -6),
+    "torch.bfloat16": (1.0, 2.0 ** -6, 2.0 ** -4),
 }
 
 

@@ -165,7 +165,10 @@ class Tracer:
     def __init__(self, target_device, target_backend):
         self.device, self.backend = target_device, target_backend
         self.files = {}      # filename -> {line: [Test]}
-        self.codes = {}      # code object -> {line: [Test]} or None
+        # code object -> {line: [Test]} or None; the trace function's
+        # answer for a code object, made at its first call.
+        self.codes = {}
+        self.answers = _Answers(self)
         self.counts = {}     # (file, line) -> evaluations
         self.findings = {}
         self.lock = threading.Lock()
@@ -188,24 +191,30 @@ class Tracer:
         where a trace function is set already (a debugger, coverage)."""
         if sys.gettrace() is not None:
             return False
-        sys.settrace(self.trace)
-        threading.settrace(self.trace)
+        answers = self.answers
+
+        # Called at every call of a Python function in the process: as
+        # little as can be (a dict's look-up), the work at a code object's
+        # first call (_Answers.__missing__).
+        def trace(frame, event, arg):
+            return answers[frame.f_code]
+
+        self.trace = trace
+        sys.settrace(trace)
+        threading.settrace(trace)
         return True
 
     def stop(self):
-        if sys.gettrace() == self.trace:
+        if getattr(self, "trace", None) is not None and sys.gettrace() is self.trace:
             sys.settrace(None)
         threading.settrace(None)
 
-    def trace(self, frame, event, arg):
-        code = frame.f_code
-        lines = self.codes.get(code, False)
-        if lines is False:
-            try:
-                lines = self._lines_of(code)
-            except Exception:  # the interpreter finishing, a file gone: not traced
-                lines = None
-            self.codes[code] = lines
+    def classify(self, code):
+        try:
+            lines = self._lines_of(code)
+        except Exception:  # the interpreter finishing, a file gone: not traced
+            lines = None
+        self.codes[code] = lines
         return self._line if lines else None
 
     def _lines_of(self, code):
@@ -281,8 +290,21 @@ class Tracer:
         if count >= MAX_EVALUATIONS or all(
                 (code.co_filename, line, t.code) in self.findings for t in lines.get(line, ())):
             lines.pop(line, None)
-            if not lines:
+            if not lines:  # every test of the code object decided: not traced again
                 self.codes[code] = None
+                self.answers[code] = None
+
+
+class _Answers(dict):
+    """code object -> the trace function's answer: the line tracer, or None."""
+
+    def __init__(self, tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def __missing__(self, code):
+        answer = self[code] = self.tracer.classify(code)
+        return answer
 
 
 # --- in a compare --------------------------------------------------------------

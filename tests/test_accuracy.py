@@ -595,6 +595,29 @@ def test_curves_png(tmp_path):
     assert (tmp_path / "out" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+
+def test_equal_records_give_the_rows_a_verdict_gives(tmp_path, monkeypatch):
+    """Calls recorded alike on both sides skip the verdict's arithmetic:
+    their rows are those the verdict gives."""
+    from transfer_to_npu.accuracy import dumps, matching
+
+    script = _write(tmp_path, "mlp.py", MLP)
+    _dump(tmp_path, script, tmp_path / "a")
+    _dump(tmp_path, script, tmp_path / "b", env={"TRANSFER_TO_NPU_BACKEND": "cpu"})
+    npu, bench = dumps.Dump.load(str(tmp_path / "a")), dumps.Dump.load(str(tmp_path / "b"))
+    fast = matching.compare_dumps(npu, bench).rows
+
+    class Unequal(dict):
+        def __eq__(self, other):
+            return False
+
+    compare_call = matching._compare_call
+    monkeypatch.setattr(matching, "_compare_call", lambda res, rank, step, n, b, nc, bc:
+                        compare_call(res, rank, step, n, b, (nc[0], Unequal(nc[1])), bc))
+    slow = matching.compare_dumps(npu, bench).rows
+    assert len(fast) > 100 and fast == slow
+
+
 def test_cuda_reference_is_the_script_unmigrated(tmp_path, monkeypatch, capsys):
     """--reference cuda: the reference is the script as it is, unmigrated.
     Without a GPU it is refused before anything runs; the path is run here

@@ -3,7 +3,8 @@
 import difflib
 
 from .dumps import backward, key
-from .verdicts import ERROR, WARNING, compare_tensor, compare_value, items
+from .verdicts import (ERROR, NA, PASS, STATS, WARNING, compare_tensor, compare_value,
+                       items)
 
 # Below this share of calls matched, two dumps are not of one program.
 SAME_PROGRAM = 0.5
@@ -173,9 +174,17 @@ def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
     n_name, n_record = n_call
     b_name, b_record = b_call
     n_tensors, b_tensors = dict(items(n_record)), dict(items(b_record))
+    # Records equal to the last bit (the common case where the NPU computes
+    # as the reference does) need no verdict but pass: each tensor's row
+    # says so with its statistics (a third of a compare's time otherwise).
+    same = n_record == b_record and not any("data_name" in d for d in n_tensors.values())
     for label in list(dict.fromkeys(list(n_tensors) + list(b_tensors))):
         n, b = n_tensors.get(label), b_tensors.get(label)
-        if "torch.Tensor" in (n and n.get("type"), b and b.get("type")):
+        if same:
+            if n.get("type") != "torch.Tensor":
+                continue
+            values, verdict, message = _equal(n)
+        elif "torch.Tensor" in (n and n.get("type"), b and b.get("type")):
             n = n if n is None or n.get("type") == "torch.Tensor" else None
             b = b if b is None or b.get("type") == "torch.Tensor" else None
             values, verdict, message = compare_tensor(n, b, n_part, b_part, res.floor)
@@ -196,6 +205,32 @@ def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
             res.first.setdefault(rank, ("row", row))
         if verdict == ERROR:
             res.first_error.setdefault(rank, row)
+
+
+def _equal(d):
+    """(row values, verdict, message) of a tensor recorded alike on both
+    sides, as compare_tensor gives them."""
+    dtype, shape = d.get("dtype"), d.get("shape")
+    row = {"NPU Dtype": dtype, "Bench Dtype": dtype, "NPU Tensor Shape": shape,
+           "Bench Tensor Shape": shape}
+    if d.get("Max") is None:
+        for side in ("NPU", "Bench"):
+            for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")):
+                row[f"{side} {col}"] = d.get(stat)
+            row[f"{side} nan/inf"] = f"{d.get('nan_count') or 0}/{d.get('inf_count') or 0}"
+        return row, NA, "no values to compare (memory not written yet, or empty)"
+    nan_inf = f"{d.get('nan_count') or 0}/{d.get('inf_count') or 0}"
+    for side in ("NPU", "Bench"):
+        for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")):
+            row[f"{side} {col}"] = d.get(stat)
+        row[f"{side} nan/inf"] = nan_inf
+    row.update(dict.fromkeys(_DIFFS, 0.0))
+    row["Error"] = 0.0
+    return row, PASS, ""
+
+
+_DIFFS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
+          "MeanRelativeErr", "NormRelativeErr")
 
 
 def same_program(res):

@@ -89,7 +89,9 @@ class Event(HostEvent, torch.Event):
 
     _name = "torch.npu.Event"
 
-    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+    # external: whether a CUDA graph capturing the event records it as a
+    # node of its own; there are no graphs to capture here.
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False, external=False):
         return cls._made(None, enable_timing, blocking, interprocess)
 
     @classmethod
@@ -133,10 +135,10 @@ _local = threading.local()
 
 def default_stream(device=None):
     index = devices.as_device(device).index
-    stream_ = _default_streams.get(index)
-    if stream_ is None:
-        stream_ = _default_streams.setdefault(index, Stream(index))
-    return stream_
+    found = _default_streams.get(index)
+    if found is None:
+        found = _default_streams.setdefault(index, Stream(index))
+    return found
 
 
 def current_stream(device=None):
@@ -145,19 +147,22 @@ def current_stream(device=None):
     return current if current is not None else default_stream(index)
 
 
-def set_stream(stream_):
-    if stream_ is None:
+# The parameters are named as CUDA's and torch_npu's are: code passes them
+# by name (torch.cuda.stream(stream=s)).
+
+def set_stream(stream):
+    if stream is None:
         return
     if not hasattr(_local, "streams"):
         _local.streams = {}
-    _local.streams[stream_.device.index] = stream_
+    _local.streams[stream.device.index] = stream
 
 
 class StreamContext:
     """``with torch.npu.stream(s):``: make ``s`` the current stream."""
 
-    def __init__(self, stream_):
-        self.stream = stream_
+    def __init__(self, stream):
+        self.stream = stream
         self._previous = None
 
     def __enter__(self):
@@ -172,5 +177,5 @@ class StreamContext:
         return False
 
 
-def stream(stream_):
-    return StreamContext(stream_)
+def stream(stream):
+    return StreamContext(stream)

@@ -9,21 +9,14 @@ NPU's table and the cpu backend's (a compare's reference run).  Where a
 builtin states no parameters, they are read from torch's stubs
 (``torch/_C/__init__.pyi``) as positions only: whether it takes them by
 keyword is not told there."""
-import ast
-import functools
-import importlib
-import inspect
-import os
-import sys
+import warnings
 
 import pytest
 import torch
 
-from transfer_to_npu import _C, _rules, _table, backends
+from call_shapes_check import mismatches
+from transfer_to_npu import _rules, backends
 from transfer_to_npu._rules import call_shapes
-
-# Rows whose function is called with the arguments as written.
-_CALLED = (_C.MODE_REDIRECT, _C.MODE_HOOK, _C.MODE_UNSUPPORTED, _C.MODE_REPLACE)
 
 # Sources whose parameters Python cannot read and torch's stubs do not
 # state, with what is known of them.
@@ -42,115 +35,6 @@ INTENDED = {
 }
 
 
-def _owner(owner):
-    """What a row patches, or None for a library's not imported here (its
-    tests import it: in the suite's process it is checked too)."""
-    if not isinstance(owner, str):
-        return owner
-    module, _, path = owner.partition(":")
-    if module.partition(".")[0] not in ("torch", "transfer_to_npu") and module not in sys.modules:
-        return None
-    obj = importlib.import_module(module)
-    for part in path.split(".") if path else ():
-        obj = getattr(obj, part)
-    return obj
-
-
-def _stubs():
-    """{name: [inspect.Signature]} of torch._C's functions, from its stubs,
-    every parameter positional-only (an overload each)."""
-    path = os.path.join(os.path.dirname(torch.__file__), "_C", "__init__.pyi")
-    if not os.path.exists(path):
-        return {}
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            args = node.args
-            params = [inspect.Parameter(a.arg, inspect.Parameter.POSITIONAL_ONLY)
-                      for a in args.posonlyargs + args.args]
-            for i, d in enumerate(args.defaults, len(params) - len(args.defaults)):
-                params[i] = params[i].replace(default=call_shapes.Text(ast.unparse(d)))
-            out.setdefault(node.name, []).append(inspect.Signature(params))
-    return out
-
-
-def _read(obj, stubs):
-    """[inspect.Signature] of what obj takes: its own, or its stubs' (a
-    builtin's overloads; a partial of one, less what it binds)."""
-    found = call_shapes.signature(obj)
-    if found is not None:
-        return [found]
-    bound = 0
-    if isinstance(obj, functools.partial) and not obj.keywords:
-        obj, bound = obj.func, len(obj.args)
-    if getattr(obj, "__module__", None) not in ("torch._C", "torch"):
-        return []
-    return [sig.replace(parameters=list(sig.parameters.values())[bound:])
-            for sig in stubs.get(getattr(obj, "__name__", None), [])
-            if len(sig.parameters) >= bound]
-
-
-def _pairs(rows):
-    """(name, the CUDA original, its counterpart) of every row whose
-    original is called with the call's arguments, and of the public methods
-    of a class it maps (its counterpart None when it lacks one)."""
-    for r in rows:
-        source, mode, owner, name, target = r[0], r[3], r[4], r[5], r[6]
-        if mode not in _CALLED or (mode == _C.MODE_UNSUPPORTED and target is None):
-            continue
-        owner = _owner(owner)
-        if owner is None:
-            continue
-        original = call_shapes.original(inspect.getattr_static(owner, name))
-        if isinstance(target, str):
-            target = _table.resolve(target, original)
-        if not callable(original) or not callable(target) or isinstance(target, type(os)):
-            continue
-        yield source, original, target
-        if isinstance(original, type) and isinstance(target, type) and source not in UNREADABLE:
-            for method in _methods(original):
-                yield f"{source}.{method}", getattr(original, method), getattr(target, method,
-                                                                                  None)
-
-
-def _methods(cls):
-    """The public methods torch's Python code defines for a class."""
-    found = set()
-    for klass in cls.__mro__:
-        if klass.__module__.startswith("torch"):
-            found.update(name for name, attr in vars(klass).items() if not name.startswith("_")
-                         and (inspect.isfunction(attr) or isinstance(attr, (classmethod,
-                                                                            staticmethod))))
-    return sorted(found)
-
-
-def _mismatches(rows, device):
-    """({name: [what differs]}, {sources whose parameters are unknown})."""
-    stubs = _stubs()
-    found, unread = {}, set()
-    for source, original, target in _pairs(rows):
-        if target is None:
-            if (source, None) not in INTENDED:
-                found[source] = ["no counterpart"]
-            continue
-        mine, theirs = _read(original, stubs), _read(target, stubs)
-        if not mine:
-            unread.add(source)
-            continue
-        if not theirs and "." in source[len("torch.cuda."):]:
-            continue  # a method of torch's own C class: nothing to read it by
-        assert theirs, f"{source}: its target {target!r} states no parameters"
-        for shape in mine:
-            options = [[(p, what) for p, what in call_shapes.differences(shape, t, device)
-                        if (source, p) not in INTENDED] for t in theirs]
-            best = min(options, key=len)
-            if best:
-                found.setdefault(source, []).extend(f"{p}: {what}" for p, what in best)
-    return found, unread
-
-
 def _derived(monkeypatch, backend):
     """The table's rows as the backend gets them (derived, not installed)."""
     monkeypatch.setattr(backends, "installed", backend)
@@ -160,7 +44,7 @@ def _derived(monkeypatch, backend):
 @pytest.mark.parametrize("backend", ["virtual", "cpu"])
 def test_every_target_takes_the_calls_cuda_takes(migrated, monkeypatch, backend):
     rows = _derived(monkeypatch, backend)
-    found, unread = _mismatches(rows, backends.TARGETS[backend][0])
+    found, unread = mismatches(rows, backends.TARGETS[backend][0], INTENDED, skip=UNREADABLE)
     assert found == {}
     assert unread == set(UNREADABLE) & {r[0] for r in rows}
 
@@ -177,3 +61,91 @@ def test_streams_by_keyword(migrated):
     assert torch.cuda.current_stream() == s
     torch.cuda.set_stream(torch.cuda.default_stream())
     assert torch.cuda.Event(enable_timing=True, external=False).query()
+
+
+# --- a counterpart that takes CUDA's calls otherwise (torch_npu's) ---------
+
+class NpuStreamContext:
+    """torch_npu's StreamContext: its parameter named stream_ctx."""
+
+    def __init__(self, stream_ctx):
+        self.stream = stream_ctx
+
+
+def cuda_graph(cuda_graph, pool=None, stream=None, capture_error_mode="global",
+               enable_annotations=False, check_input_liveness=False):
+    """CUDA's torch.cuda.graph, as torch 2.13 has it."""
+
+
+def npu_graph(npu_graph, pool=None, stream=None, auto_dispatch_capture=False,
+              capture_error_mode="global"):
+    """torch_npu's: another name, a parameter put before capture_error_mode,
+    CUDA's last two absent."""
+    return npu_graph, pool, stream, auto_dispatch_capture, capture_error_mode
+
+
+def cuda_snapshot(mempool_id=None, include_traces=True):
+    """CUDA's memory_snapshot."""
+
+
+def npu_snapshot():
+    return "snapshot"
+
+
+def test_a_renamed_parameter_reaches_the_counterparts():
+    original = call_shapes.original(torch.cuda.StreamContext)
+    adapted = call_shapes.Adapted("torch.cuda.StreamContext", original, NpuStreamContext)
+    assert adapted(stream="s").stream == "s" and adapted("p").stream == "p"
+    made = NpuStreamContext("x")
+    assert isinstance(made, adapted) and issubclass(NpuStreamContext, adapted)
+
+    class Mine(adapted):  # a base, as the class it makes
+        pass
+
+    assert Mine("y").stream == "y" and isinstance(Mine("y"), NpuStreamContext)
+    with pytest.raises(TypeError, match="stream"):
+        adapted()  # refused as CUDA's refuses it
+
+
+def test_arguments_land_where_the_counterpart_takes_them():
+    adapted = call_shapes.Adapted("torch.cuda.graph", cuda_graph, npu_graph)
+    # capture_error_mode is CUDA's fourth positional argument, torch_npu's
+    # fifth: it is passed by name.
+    assert adapted("g", None, "s", "thread_local") == ("g", None, "s", False, "thread_local")
+    assert adapted(cuda_graph="g")[0] == "g"
+    # CUDA-only: taken, left out; warned when it asks for what the NPU
+    # cannot do.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert adapted("g", enable_annotations=False)[0] == "g"
+    with pytest.warns(UserWarning, match=r"torch.cuda.graph: check_input_liveness=True left "
+                                         r"out: .*npu_graph takes no check_input_liveness "
+                                         r"\(a debugging check"):
+        adapted("g", check_input_liveness=True)
+
+
+def test_a_parameter_with_no_counterpart_is_refused_unless_it_is_its_default():
+    adapted = call_shapes.Adapted("torch.cuda.memory_snapshot", cuda_snapshot, npu_snapshot)
+    assert adapted() == adapted(None) == "snapshot"
+    with pytest.raises(TypeError, match=r"torch.cuda.memory_snapshot: mempool_id=\(1, 2\) has "
+                                        r"no counterpart in .*npu_snapshot"):
+        adapted(mempool_id=(1, 2))
+    # include_traces is CUDA's only: its value is left out with a warning.
+    with pytest.warns(UserWarning, match="include_traces=False left out"):
+        assert adapted(include_traces=False) == "snapshot"
+
+
+def test_only_torch_npus_counterparts_are_adapted(migrated, monkeypatch):
+    """The virtual NPU's and the host's take CUDA's calls as they are (the
+    test above); a torch_npu release's (its surface) are adapted where they
+    name or place a parameter otherwise."""
+    from transfer_to_npu import surfaces
+    from transfer_to_npu._rules import cuda_module
+
+    assert not any(isinstance(r[6], call_shapes.Adapted) for r in cuda_module.rows(torch))
+    _, npu = surfaces.load("2.13")
+    adapted = {r[0]: r[6] for r in cuda_module.rows(torch, npu)
+               if isinstance(r[6], call_shapes.Adapted)}
+    assert {"torch.cuda.StreamContext", "torch.cuda.get_device_name",
+            "torch.cuda.graph"} <= set(adapted)
+    assert "torch.cuda.synchronize" not in adapted

@@ -55,6 +55,9 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    def set_data_preprocess_stream(self, is_data_preprocess_stream=False):
+        """torch_npu's hint that the stream feeds data: nothing to do here."""
+
     # `with torch.Stream('cuda') as s:` makes it current, as
     # torch.npu.stream(s) does (torch.Stream's own would set torch's).
     def __enter__(self):
@@ -159,10 +162,11 @@ def set_stream(stream):
 
 
 class StreamContext:
-    """``with torch.npu.stream(s):``: make ``s`` the current stream."""
+    """``with torch.npu.stream(s):``: make ``s`` the current stream (named
+    as CUDA names it, or as torch_npu does: stream_ctx)."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream=None, *, stream_ctx=None):
+        self.stream = devices.either("stream", stream, "stream_ctx", stream_ctx)
         self._previous = None
 
     def __enter__(self):

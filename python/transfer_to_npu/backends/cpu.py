@@ -180,7 +180,8 @@ def set_stream(stream):
 
 
 class StreamContext:
-    """``with torch.cuda.stream(s):``: ``s`` is the current stream."""
+    """``with torch.cuda.stream(s):``: ``s`` is the current stream (of its
+    device: ``_current``, ``_set``) inside the block."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -188,14 +189,22 @@ class StreamContext:
 
     def __enter__(self):
         if self.stream is not None:
-            self._previous = current_stream()
-            set_stream(self.stream)
+            self._previous = self._current(self.stream)
+            self._set(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
         if self.stream is not None:
-            set_stream(self._previous)
+            self._set(self._previous)
         return False
+
+    @staticmethod
+    def _current(stream):
+        return current_stream()
+
+    @staticmethod
+    def _set(stream):
+        set_stream(stream)
 
 
 def stream(stream):

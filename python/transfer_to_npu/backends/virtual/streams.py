@@ -10,6 +10,7 @@ import threading
 import torch
 
 from ..cpu import HostEvent
+from ..cpu import StreamContext as HostStreamContext
 from . import devices
 
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
@@ -161,24 +162,20 @@ def set_stream(stream):
     _local.streams[stream.device.index] = stream
 
 
-class StreamContext:
-    """``with torch.npu.stream(s):``: make ``s`` the current stream (named
-    as CUDA names it, or as torch_npu does: stream_ctx)."""
+class StreamContext(HostStreamContext):
+    """``with torch.npu.stream(s):``: make ``s`` the current stream of its
+    npu (named as CUDA names it, or as torch_npu does: stream_ctx)."""
 
     def __init__(self, stream=None, *, stream_ctx=None):
-        self.stream = devices.either("stream", stream, "stream_ctx", stream_ctx)
-        self._previous = None
+        super().__init__(devices.either("stream", stream, "stream_ctx", stream_ctx))
 
-    def __enter__(self):
-        if self.stream is not None:
-            self._previous = current_stream(self.stream.device)
-            set_stream(self.stream)
-        return self.stream
+    @staticmethod
+    def _current(stream):
+        return current_stream(stream.device)
 
-    def __exit__(self, *exc):
-        if self.stream is not None:
-            set_stream(self._previous)
-        return False
+    @staticmethod
+    def _set(stream):
+        set_stream(stream)
 
 
 def stream(stream):

@@ -110,6 +110,9 @@ def pairs(rows, target_of=None, skip=()):
         source, mode, owner, name, target = r[0], r[3], r[4], r[5], r[6]
         if mode not in _CALLED or (mode == _C.MODE_UNSUPPORTED and target is None):
             continue
+        found = target_of(r) if target_of is not None else None
+        if target_of is not None and found is None:
+            continue  # not the release's: this process's own, checked where it runs
         owner = _owner(owner)
         if owner is None:
             continue
@@ -117,9 +120,6 @@ def pairs(rows, target_of=None, skip=()):
             original = call_shapes.original(inspect.getattr_static(owner, name))
         except AttributeError:
             continue  # what the table adds (torch._C._nccl_version on a build without it)
-        found = target_of(r) if target_of is not None else None
-        if target_of is not None and found is None:
-            continue  # not the release's: this process's own, checked where it runs
         # A rule's class made around torch_npu's counterpart takes the call,
         # and its methods' calls, as Adapted does (profiler.npu_profile).
         made_here = found is not None and isinstance(target, str) and target.endswith("()")

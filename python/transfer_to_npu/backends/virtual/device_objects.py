@@ -60,6 +60,7 @@ class _NPUDeviceProperties:
                 f"multi_processor_count={self.multi_processor_count})")
 
 
-def get_device_properties(device=None):
-    devices.index_of(device)
+def get_device_properties(device=None, *, device_name=None):
+    """The device as CUDA names it, or as torch_npu does (device_name)."""
+    devices.index_of(devices.either("device", device, "device_name", device_name))
     return _NPUDeviceProperties()

@@ -213,6 +213,18 @@ def index_of(device, optional=True):
                     f"{reprlib.repr(device)}")
 
 
+def either(name, value, npu_name, npu_value):
+    """The argument of a parameter that torch_npu names otherwise than CUDA
+    (get_device_name's device, torch_npu's device_name), given under
+    either name; under both, a TypeError naming them."""
+    if npu_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"{name}={value!r} and {npu_name}={npu_value!r} name one argument: "
+                        f"give one of them")
+    return npu_value
+
+
 def as_device(device=None):
     return torch.device("npu", index_of(device))
 

@@ -125,10 +125,11 @@ def sanitize_gpu_ids(original):
 def default_map_location(original):
     """_default_map_location(storage, location), as for a CUDA storage when
     the location is the npu's."""
-    accelerator = original.__globals__["CUDAAccelerator"]
+    accelerator = getattr(original, "__globals__", {}).get("CUDAAccelerator")
 
     def _default_map_location(storage, location):
-        if location.startswith("npu") and not accelerator.is_available():
+        if (accelerator is not None and isinstance(location, str)
+                and location.startswith("npu") and not accelerator.is_available()):
             return storage.cpu()
         return original(storage, location)
 

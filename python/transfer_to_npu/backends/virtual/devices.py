@@ -143,10 +143,17 @@ def provide(n):
 
 
 def withdraw(token):
-    """The virtual NPUs of provide()'s ``token`` given back."""
+    """The virtual NPUs of provide()'s ``token`` given back; the calling
+    thread, if it was on one of them, is on npu:0 again.  Tensors still on
+    them stay usable (the C core's count does not shrink)."""
     with _provided_lock:
-        if _provided.pop(token, None) is not None:
-            _set_provided()
+        if _provided.pop(token, None) is None:
+            return
+        _set_provided()
+    # The job made one of its npus current on this thread (Lightning's
+    # setup_device does); the next job finds the node's, npu:0 first.
+    if current() >= count():
+        set_current(0)
 
 
 @contextlib.contextmanager

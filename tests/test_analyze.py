@@ -15,6 +15,9 @@ from conftest import EXAMPLES, ROOT, run_python
 from transfer_to_npu.static import analyze
 from transfer_to_npu.static.sources import Progress
 
+# On the torch line of `make test` only: the static tools read source, whatever torch runs.
+pytestmark = pytest.mark.main_line
+
 SEEDS = ROOT / "tests" / "data" / "seeds"
 
 

@@ -22,6 +22,10 @@ import pytest
 
 from conftest import ROOT, run_python
 
+# On the torch line of `make test` only: the libraries' whole suites: their mechanisms are
+# checked on every line by this suite's own tests.
+pytestmark = pytest.mark.main_line
+
 NAME_TEST = "a test on the device's name, edited by hand when migrating"
 
 

@@ -12,6 +12,9 @@ from conftest import run_python
 
 from transfer_to_npu.static import analyze, convert, sources
 
+# On the torch line of `make test` only: the static tools read source, whatever torch runs.
+pytestmark = pytest.mark.main_line
+
 
 @pytest.fixture(scope="module")
 def sp():

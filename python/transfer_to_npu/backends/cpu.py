@@ -147,6 +147,12 @@ class Stream(torch.cpu.Stream):
         super().__init__()
         self.priority = priority
 
+    @staticmethod
+    def priority_range():
+        """(least, greatest) priority, as CUDA's builds answer: work on the
+        host runs in one queue, of one priority."""
+        return (0, 0)
+
     def query(self):
         return True
 

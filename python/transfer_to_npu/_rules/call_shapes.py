@@ -229,6 +229,9 @@ CUDA_ONLY = {
     "torch.cuda.graphs.CUDAGraph": _KEEP_GRAPH,
     "torch.cuda.graph": _GRAPHS,
     "torch.cuda.graphs.graph": _GRAPHS,
+    "torch.cuda.make_graphed_callables": {"enable_annotations": _GRAPHS["enable_annotations"]},
+    "torch.cuda.graphs.make_graphed_callables": {
+        "enable_annotations": _GRAPHS["enable_annotations"]},
     "torch.cuda.is_bf16_supported": {"including_emulation": "bfloat16 emulated on a GPU "
                                                             "without it; the NPU answers for "
                                                             "its own"},

@@ -295,7 +295,8 @@ RELEASE_DIFFERENCES = {
     ("torch.cuda.is_bf16_supported", "including_emulation"): "default False on torch_npu, which "
                                                              "does not read it",
     **{(f"torch.cuda.{m}make_graphed_callables", "capture_error_mode"):
-       "torch_npu's make_graphed_callables (2.14) has no capture mode to choose" for m in ("", "graphs.")},
+       "torch_npu's make_graphed_callables (2.14) has no capture mode to choose"
+       for m in ("", "graphs.")},
     # Methods of torch_npu's objects, called as torch_npu takes them.
     ("torch.cuda.MemPool.snapshot", "include_traces"): "a method of torch_npu's pool",
     ("torch.cuda.CUDAGraph.capture_begin", "check_input_liveness"): "a method of torch_npu's "

@@ -179,14 +179,29 @@ def _normalized(name):
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+def _serving():
+    """The packages served now: all while migrating, torch_npu alone while
+    rehearsing converted code (torch_npu as it is: the CUDA-only packages
+    are not on an Ascend machine), none otherwise."""
+    if _C.is_enabled():
+        return PACKAGES
+    return _REHEARSED if sys.modules[_PACKAGE].rehearsing else ()
+
+
+_REHEARSED = ("torch_npu",)
+
+
 class Finder:
     """The finder of the served names, first on sys.meta_path while
-    migrating."""
+    migrating or rehearsing."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
         top = name.partition(".")[0]
-        if (top not in PACKAGES and top not in EXTENSIONS) or not _C.is_enabled():
+        if top not in PACKAGES and top not in EXTENSIONS:
+            return None
+        serving = _serving()
+        if top not in serving and (serving is not PACKAGES or top not in EXTENSIONS):
             return None
         return find_spec(name, backends.installed)
 
@@ -194,10 +209,8 @@ class Finder:
     def find_distributions(context=importlib.metadata.DistributionFinder.Context()):
         """The served packages' distributions (those named by context),
         but for a package an installed one is used in place of."""
-        if not _C.is_enabled():
-            return []
         wanted = None if context.name is None else _normalized(context.name)
-        return [_Distribution(top) for top in PACKAGES
+        return [_Distribution(top) for top in _serving()
                 if wanted in (None, top) and _offered(top, backends.installed)
                 and not _yields(top, backends.installed)]
 
@@ -213,9 +226,12 @@ def submodule(package, name):
                          f"{PACKAGES[package.partition('.')[0]]}")
 
 
-def forget():
-    """Take the names served out of sys.modules (disable())."""
+def forget(keep=()):
+    """Take the names served out of sys.modules (disable()), but for those
+    of the packages in keep."""
     for name, module in list(_served.items()):
+        if name.partition(".")[0] in keep:
+            continue
         if sys.modules.get(name) is module:
             del sys.modules[name]
-    _served.clear()
+        del _served[name]

@@ -480,6 +480,7 @@ def test_cuda_only_imports_environment_mocks_and_data_parallel(sp, tmp_path):
             model = torch.nn.DataParallel(
                 torch.nn.Linear(2, 2),
                 device_ids=[0, 1])
+            return torch.cuda.is_available()
     """})
     report = analyze.analyze([str(tmp_path)], sp)
     rows = {(f.line, f.end_line, f.category, f.kind, f.api) for f in report.findings}
@@ -502,8 +503,8 @@ def test_cuda_only_imports_environment_mocks_and_data_parallel(sp, tmp_path):
         'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0,1"'
     assert "HCCL_BUFFSIZE" in by_api["NCCL_BUFFSIZE"].result and \
         "in MB" in by_api["NCCL_BUFFSIZE"].result
-    assert by_api["torch.cuda.is_available"].result == \
-        'mock.patch("torch.npu.is_available", return_value=True)'
+    patch = next(f for f in report.findings if f.kind == "patch_target")
+    assert patch.result == 'mock.patch("torch.npu.is_available", return_value=True)'
     # The runtime refuses the same extensions, from the same list.
     from transfer_to_npu import _cuda_only, _served
 
@@ -519,8 +520,8 @@ def test_reasons_in_words_and_no_false_positives(sp, tmp_path):
     write(tmp_path, {"probe.py": """\
         import torch
         import torch.distributed as dist
-        major, minor = torch.cuda.get_device_capability()
-        version = torch.version.cuda
+        version = torch._C._nccl_version()
+        capturing = torch.cuda.is_current_stream_capturing
         torch.set_float32_matmul_precision("high")
         op = dist.reduce_op.SUM
     """})
@@ -531,9 +532,11 @@ def test_reasons_in_words_and_no_false_positives(sp, tmp_path):
     report = analyze.analyze([str(tmp_path)], sp)
     reasons = {f.api: f.result for f in report.findings if f.kind == "runtime_only"}
     assert reasons == {
-        "torch.cuda.get_device_capability":
-            "no NPU spelling of it: migrated at run time, it answers (8, 0)",
-        "torch.version.cuda": "no NPU spelling of it: migrated at run time, it answers '12.1'"}
+        "torch._C._nccl_version": "no NPU spelling of it: migrated at run time, it answers "
+                                  "NCCL 2.18.1",
+        "torch.cuda.is_current_stream_capturing":
+            "no NPU spelling of it: migrated at run time, it answers False (nothing is "
+            "captured on the npu)"}
     assert not [f for f in report.findings if f.line == 5]
 
 

@@ -549,9 +549,10 @@ def test_a_missing_path_is_an_error(tmp_path):
 
 
 def test_advice_for_the_target_release(tmp_path):
-    """Fused operators the target torch_npu has, and dtypes the NPU
-    handles otherwise: the advice list, by the served torch_npu or by a
-    release's names (--torch-npu)."""
+    """Fused operators the target torch_npu has, where they fit what the
+    code computes by hand, and dtypes the NPU handles otherwise where they
+    decide what trains: the advice list, what saves most first, by the
+    served torch_npu or by a release's names (--torch-npu)."""
     write(tmp_path, {"model.py": """\
         import torch
         import torch.nn.functional as F
@@ -563,17 +564,39 @@ def test_advice_for_the_target_release(tmp_path):
         def mlp(x, w1, w2):
             return F.silu(w1(x)) * w2(x)
         def attend(q, k, v):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return F.softmax(q @ k.transpose(-2, -1) / 8, dim=-1) @ v
         opt = torch.optim.AdamW([torch.zeros(1)], lr=1e-3)
-        big = torch.zeros(2, dtype=torch.float64)
+        big = torch.zeros(2, dtype=torch.float64, device="cuda")
+        fast = torch.optim.AdamW([torch.zeros(1)], fused=True)
+        table = {"half": torch.float16, "double": torch.float64}
+        with torch.autocast("cuda", dtype=torch.float16):
+            pass
+    """, "fused.py": """\
+        import torch
+        import torch.nn.functional as F
+        def fused(q, k, v, x):
+            y = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)
+            scores = F.softmax(q @ k.transpose(-2, -1), dim=-1)  # the fallback
+            return F.scaled_dot_product_attention(q, k, v), torch.nn.RMSNorm(8)(y)
+    """, "scaled.py": """\
+        import torch
+        scaler = torch.amp.GradScaler()
+        with torch.autocast("cuda", dtype=torch.float16):
+            pass
+    """, "tests/test_model.py": """\
+        import torch
+        opt = torch.optim.SGD([torch.zeros(1)], lr=0.1)
     """})
     sp_served = analyze.spellings()
     report = analyze.analyze([str(tmp_path)], sp_served)
-    advice = {(f.line, f.kind, f.api) for f in report.findings if f.category == "advice"}
-    assert advice == {
+    advice = [(f.line, f.kind, f.api) for f in report.findings if f.category == "advice"]
+    assert sorted(advice) == [
         (3, "affinity", "torch_npu.npu_rotary_mul"), (7, "affinity", "torch_npu.npu_rms_norm"),
         (9, "affinity", "torch_npu.npu_swiglu"), (11, "affinity", "torch_npu.npu_fusion_attention"),
-        (12, "affinity", "torch_npu.optim.NpuFusedAdamW"), (13, "precision", "torch.float64")}
+        (12, "affinity", "torch_npu.optim.NpuFusedAdamW"), (13, "precision", "torch.float64"),
+        (16, "precision", "torch.float16")]
+    # Ranked by what it saves: attention first, dtypes last.
+    assert [r["line"] for r in report.rows("advice")] == [11, 7, 3, 9, 12, 13, 16]
     assert report.hand_work() == []  # advice is not work to do
     # A release's own names: its operators are known, its optimizers not.
     old = analyze.analyze([str(tmp_path)], analyze.spellings("2.1"))

@@ -51,7 +51,7 @@ def scan_python(spellings, path, data, insert="torch_npu"):
     Python."""
     text = _sources.decode_python(data)
     tree = _sources.parse_python(text, path)
-    scanned = _scan.scan_file(spellings, text, tree, insert)
+    scanned = _scan.scan_file(spellings, text, tree, insert, not _sources.is_test(path))
     for f in scanned.findings:
         f.file = path
     return scanned, count_lines(text), text, tree

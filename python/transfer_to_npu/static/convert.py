@@ -30,7 +30,7 @@ import time
 from . import rewrite, sources as _sources, targets as _targets
 from .sources import SourceError
 from .report import Report, shown
-from .scan import CUDA_OP, UNSUPPORTED
+from .scan import CUDA_OP, UNSUPPORTED, no_effect
 
 REPORT_DIR = "migration_report"
 MODES = ("npu", "import")
@@ -281,7 +281,8 @@ def main(argv):
 def incomplete(report):
     """What the copy leaves undone, in a line (empty when nothing): the
     places to port by hand, and the files copied unconverted."""
-    hand = [f for f in report.findings if f.category in (UNSUPPORTED, CUDA_OP)]
+    hand = [f for f in report.findings
+            if f.category in (UNSUPPORTED, CUDA_OP) and not no_effect(f)]
     parts = []
     if hand:
         files = len({f.file for f in hand})

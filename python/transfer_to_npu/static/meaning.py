@@ -32,7 +32,7 @@ import ast
 import bisect
 
 from .. import _environment
-from .scan import CHANGE, CUDA_OP, UNSUPPORTED, key
+from .scan import CHANGE, CUDA_OP, UNSUPPORTED, key, no_effect
 
 # Kinds of finding that are no test of the device (what torch_npu's import
 # adds; what the identity policy answers with a constant is no question
@@ -57,7 +57,7 @@ def blocks(f):
     if f.category != UNSUPPORTED or f.kind in _HARMLESS_KINDS or f.kind == "guarded":
         return False
     if f.kind == "unknown":
-        return not f.api.startswith("torch.backends.")
+        return not no_effect(f)
     return f.api not in _ENVIRONMENT and f.api not in ("device check", "backend check")
 
 

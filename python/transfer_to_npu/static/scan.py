@@ -216,6 +216,8 @@ def _walk(scan, tree):
                 s.type_checking.append((node.body[0].lineno, node.body[-1].end_lineno))
         elif t is ast.IfExp:
             s.ifexps.append(node)
+        elif t is ast.List or t is ast.Tuple or t is ast.Set:
+            s.handled.update(_listed(node.elts))
         elif t is ast.Try or t is _TRY_STAR:
             if any(_catches_import_error(h.type) for h in node.handlers):
                 s.tries.append(node)
@@ -223,13 +225,16 @@ def _walk(scan, tree):
             found = record.get(t)
             if found is not None:
                 found.append(node)
+                if t is ast.Dict:
+                    s.handled.update(_listed(node.keys))
+                    s.handled.update(_listed(node.values))
         stack.extend(reversed(list(children(node))))
 
 
 class Scan:
     """The findings of one file."""
 
-    def __init__(self, spellings, source, tree, insert="torch_npu"):
+    def __init__(self, spellings, source, tree, insert="torch_npu", advice=True):
         self.sp = spellings
         self.source = source
         self.insert = insert            # the module imported after torch's first import
@@ -287,7 +292,7 @@ class Scan:
             self._compare(node)
         for node in self.strings:
             self._stray(node)
-        if spellings.fused is not None:
+        if spellings.fused is not None and advice:
             _advice.advise(self, spellings.fused)
 
     # --- text and findings -------------------------------------------------
@@ -417,9 +422,10 @@ class Scan:
                         new = None
                     if new:
                         out.append(("literal", left, new))
-            elif t is ast.Call and len(e.args) == 2 and \
-                    self.qual(e.func) in ("os.environ.get", "os.getenv"):
-                self._device_values(e.args[1], out)  # the default
+            elif t is ast.Call and _default_of(e) is not None:
+                # os.environ.get(k, 'cuda'), getattr(args, 'device', 'cuda'),
+                # options.get('device', 'cuda'): the default it gives.
+                self._device_values(_default_of(e), out)
             elif t is ast.Call:
                 f = e.func
                 if isinstance(f, ast.Attribute) and f.attr == "format" and \
@@ -531,6 +537,9 @@ class Scan:
             if member and m.rename:
                 self.change(m.kind, api, node, [
                     self._name_splice(func, m.rename.rpartition(".")[2])])
+            elif member and m.unsupported:
+                self.add(UNSUPPORTED, "unsupported", api, node, m.unsupported,
+                         "remove it, or guard it for CUDA only")
             if m.default is not None:
                 self._default(node, m, starred)
             if m.keyword_swap is not None:
@@ -1105,9 +1114,14 @@ class Scan:
         self.change("module", q, nodes[-1], [self._name_splice(n, new) for n, new in renames])
 
     def _unknown(self, node, root, nb, q):
-        self.add(UNSUPPORTED, "unknown", q, node,
-                 "a CUDA name the mapping table does not know: left as written",
-                 "check what it does on the NPU (cuDNN and CUDA settings have no effect there)")
+        if q.startswith(_SETTINGS):
+            self.add(UNSUPPORTED, "unknown", q, node,
+                     "a cuDNN or CUDA attention setting: left as written, it has no effect on "
+                     "the NPU", "nothing to do (remove it if it is for CUDA only)")
+        else:
+            self.add(UNSUPPORTED, "unknown", q, node,
+                     "a CUDA name the mapping table does not know: left as written",
+                     "check what it does on the NPU")
         self._use(root, False, None, None)
 
     def _use(self, root, ok, new_base, finding):
@@ -1533,6 +1547,52 @@ _ATTENTION = {
 }
 
 
+# CUDA names the table does not know that are settings: cuDNN's switches,
+# the choice of attention kernels.  torch_npu leaves them as they are; they
+# change nothing on the NPU.
+_SETTINGS = ("torch.backends.", "torch.nn.attention.")
+
+
+def no_effect(f):
+    """Whether a finding left as written is a setting that changes nothing
+    on the NPU (it needs no port)."""
+    return f.kind == "unknown" and f.api.startswith(_SETTINGS)
+
+
+def _default_of(call):
+    """The default a look-up call gives: getattr(obj, name, default),
+    x.get(key, default) (os.environ's, a dict's), os.getenv(key, default)."""
+    func, args = call.func, call.args
+    if isinstance(func, ast.Name) and func.id == "getattr" and len(args) == 3:
+        return args[2]
+    if isinstance(func, ast.Attribute) and func.attr in ("get", "getenv") and len(args) == 2:
+        return args[1]
+    return None
+
+
+# Device types and backends named next to CUDA's and NCCL's in one display
+# (["cuda", "xpu", "hpu"], {"cuda": "nccl", "npu": "hccl"}): the code lists
+# the accelerators it knows, the npu's among them or beside them; it
+# chooses none.
+_OTHER_DEVICES = frozenset(("npu", "xpu", "hpu", "mps", "mtia", "xla", "privateuseone"))
+_OTHER_BACKENDS = frozenset(("hccl", "ccl", "xccl", "mpi"))
+
+
+def _listed(values):
+    """The ids of the CUDA device types and NCCL backends of a display
+    that names other accelerators' too."""
+    strings = [v for v in values if type(v) is ast.Constant and type(v.value) is str]
+    if len(strings) < 2:
+        return ()
+    names = {v.value.lower() for v in strings}
+    out = []
+    if names & _OTHER_DEVICES:
+        out += [id(v) for v in strings if v.value == "cuda"]
+    if names & _OTHER_BACKENDS:
+        out += [id(v) for v in strings if v.value.lower() == "nccl"]
+    return out
+
+
 def _names_accelerator(name):
     n = name.lower()
     return n in ("accelerator", "accelerators") or n.endswith(("_accelerator", "_accelerators"))
@@ -1624,15 +1684,16 @@ def _literal_text(old, new):
     return f"{prefix}{quote}{new}{quote}"
 
 
-def scan_file(spellings, source, tree, insert="torch_npu"):
+def scan_file(spellings, source, tree, insert="torch_npu", advice=True):
     """The scan of one parsed file: its findings in the order of the
     source, each test of the device settled with what it guards
     (``meaning``), and the patch targets that follow the code of other
     files (``pending``).  With insert another module
-    (``transfer_to_npu``), only its import after torch's first one."""
+    (``transfer_to_npu``), only its import after torch's first one; with
+    advice False (a test file), no advice."""
     from . import meaning
 
-    s = Scan(spellings, source, tree, insert)
+    s = Scan(spellings, source, tree, insert, advice)
     if insert == "torch_npu":
         meaning.settle(s)
     s.findings.sort(key=lambda f: (f.line, f.column))

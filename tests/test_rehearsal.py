@@ -44,6 +44,8 @@ PROBE = textwrap.dedent("""\
                             "print(torch.npu.is_available(), torch.cuda.is_available())"],
                            capture_output=True, text=True)
     print("child", child.stdout.strip(), child.returncode)
+    from torch_npu.contrib import transfer_to_npu as one_liner  # Ascend's migration, on
+    print("one-liner", transfer_to_npu.is_enabled(), torch.cuda.is_available())
 """)
 
 
@@ -58,7 +60,8 @@ def test_rehearsal_is_torch_npu_without_cuda_mapping(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "npu True npu:0 8.0", "cuda False 0", "no cuda tensor", "no cuda tensor",
-        "migrating False True", "flash_attn False", "child True False 0"]
+        "migrating False True", "flash_attn False", "child True False 0",
+        "one-liner True True"]
     proc = run_python(["-m", "transfer_to_npu", "--rehearse", "--list"])
     assert proc.returncode == 2 and "--rehearse" in proc.stderr
 

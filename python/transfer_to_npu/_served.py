@@ -6,7 +6,8 @@ One finder (``Finder``), put first on ``sys.meta_path`` by enable() and
 taken off by disable(), which also takes the served names out of
 ``sys.modules`` (``forget()``): with migration off, ``import torch_npu``
 fails as it did, so that a library probing for it does not take every
-machine for an Ascend one.  Each served
+machine for an Ascend one.  While a converted copy is rehearsed
+(rehearse()), it serves torch_npu alone, as an Ascend machine has it.  Each served
 name is a module of this package (``served/``), or torch's own, under a
 second name, as ``torch.npu.amp`` is served (backends/virtual/npu.py).
 Their functions and classes are rows of the mapping table
@@ -42,7 +43,7 @@ MODULES = {
     "torch_npu": ".served.torch_npu",
     "torch_npu.npu": "torch.npu",
     "torch_npu.contrib": ".served.torch_npu_contrib",
-    "torch_npu.contrib.transfer_to_npu": ".served.torch_npu_contrib",
+    "torch_npu.contrib.transfer_to_npu": ".served.torch_npu_transfer",
     "torch_npu.optim": ".served.torch_npu_optim",
     "flash_attn": ".served.flash_attn",
     "flash_attn.flash_attn_interface": ".served.flash_attn",

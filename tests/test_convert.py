@@ -751,3 +751,28 @@ def test_exit_status_links_and_where_torch_npu_is_imported(sp, tmp_path):
         "try:\n    import torch\nexcept ImportError:\n    torch = None\nimport torch_npu\n")
     assert "self.is_cuda = device.type == \"npu\"" in (dst / "opt.py").read_text()
     assert "if self.is_cuda else" in (dst / "opt.py").read_text()
+
+
+def test_accelerator_names(sp, tmp_path):
+    """accelerate's name for several GPUs becomes its NPU's (accelerate
+    chooses the NPU itself on torch_npu); Lightning's CUDA accelerator has
+    no NPU counterpart there: left with a comment and a report row, and so
+    is the test that chooses it."""
+    dst, report = converted(sp, tmp_path, {"run.py": """\
+        import torch
+        import lightning as L
+        from accelerate.utils import DistributedType
+
+        def launch(state, args):
+            if state.distributed_type == DistributedType.MULTI_GPU:
+                torch.cuda.synchronize()
+            accelerator = "gpu" if torch.cuda.is_available() else "cpu"
+            return L.Fabric(accelerator=accelerator, devices=args.devices)
+    """})
+    text = (dst / "run.py").read_text(encoding="utf-8")
+    assert "if state.distributed_type == DistributedType.MULTI_NPU:" in text
+    assert "torch.npu.synchronize()" in text
+    assert 'accelerator = "gpu" if torch.cuda.is_available() else "cpu"' in text
+    assert f"{COMMENT}accelerator='gpu': Lightning's CUDA accelerator" in text
+    assert {(r["line"], r["kind"]) for r in report.rows("unsupported")} == {
+        (8, "accelerator"), (8, "hand_edit")}

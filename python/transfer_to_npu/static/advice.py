@@ -93,9 +93,7 @@ def advise(scan, fused):
         scan.add(ADVICE, "affinity", name, node, does, suggestion or f"use {name}", code=code)
 
     scaled = _scales_loss(scan)
-    # A file that calls scaled_dot_product_attention writes attention by
-    # hand only as its fallback (timm's fused_attn switch).
-    scores = () if any(scan.qual(n.func) == _SDPA for n in scan.calls) else _matmul_names(scan)
+    scores = None  # what the file's softmaxes may take: found at the first one
     for node in scan.calls:
         q = scan.qual(node.func)
         if q in _OPTIMIZERS:
@@ -103,10 +101,12 @@ def advise(scan, fused):
                 affinity(_OPTIMIZERS[q], node)
         elif q == "torch.rsqrt" and node.args and _squares_mean(node.args[0]):
             affinity("rms_norm", node)
-        elif _is_softmax(scan, node, q) and scores != () and _holds_matmul(scan, node, scores):
-            affinity("attention", node, suggestion="use "
-                     "torch.nn.functional.scaled_dot_product_attention (torch_npu runs it "
-                     "fused), or torch_npu.npu_fusion_attention")
+        elif _is_softmax(scan, node, q):
+            scores = _scores(scan) if scores is None else scores
+            if scores != () and _holds_matmul(scan, node, scores):
+                affinity("attention", node, suggestion="use "
+                         "torch.nn.functional.scaled_dot_product_attention (torch_npu runs "
+                         "it fused), or torch_npu.npu_fusion_attention")
         elif not scaled and _float16_training(scan, node, q):
             scan.add(ADVICE, "precision", "torch.float16", node, *_FLOAT16)
         elif _float64_compute(scan, node, q):
@@ -151,6 +151,15 @@ def _matmul(scan, expr):
         if isinstance(n, ast.Call) and scan.qual(n.func) in _MATMUL:
             return True
     return False
+
+
+def _scores(scan):
+    """The variables the file gives a matmul's result; () in a file that
+    calls scaled_dot_product_attention, which writes attention by hand
+    only as its fallback (timm's fused_attn switch)."""
+    if any(scan.qual(n.func) == _SDPA for n in scan.calls):
+        return ()
+    return _matmul_names(scan)
 
 
 def _matmul_names(scan):

@@ -998,6 +998,13 @@ class Scan:
         nb = len(base)
         if parts[0] in _LIGHTNING_PACKAGES and self._lightning_accelerator(outer, parts):
             return
+        if parts[0] == "accelerate" and parts[-1] in _ACCELERATE_TYPES and \
+                "DistributedType" in parts[:-1] and len(parts) > nb:
+            # accelerate's name for several GPUs: its NPU's, which accelerate
+            # chooses itself once torch_npu imports.
+            self.change("accelerator", ".".join(parts), outer,
+                        [self._name_splice(outer, _ACCELERATE_TYPES[parts[-1]])])
+            return
         for k in range(len(parts), nb, -1):
             m = sp.lookup(".".join(parts[:k]))
             if m is not None:
@@ -1534,6 +1541,9 @@ _LIGHTNING_CUDA = ("Lightning's CUDA accelerator: Lightning has no NPU accelerat
                    "torch_npu as it is adds none")
 _LIGHTNING_USE = ("run it migrated (python -m transfer_to_npu gives Lightning's CUDA "
                   "accelerator the npu), or give Lightning an accelerator of the npu's")
+
+# accelerate's distributed types of CUDA devices, and the NPU's.
+_ACCELERATE_TYPES = {"MULTI_GPU": "MULTI_NPU"}
 
 # transformers' attention implementations named for FlashAttention.
 _ATTENTION = {

@@ -741,7 +741,7 @@ def test_exit_status_links_and_where_torch_npu_is_imported(sp, tmp_path):
     proc = run_python(["-m", "transfer_to_npu", "convert", str(src), str(tmp_path / "dst")])
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
-        f"convert: incomplete: 1 places left as written in 1 files (unsupported_api.csv, "
+        f"convert: incomplete: 1 place left as written in 1 file (unsupported_api.csv, "
         f"cuda_op_list.csv); see {tmp_path / 'dst' / 'migration_report'}{os.sep}"]
     dst = tmp_path / "dst"
     assert os.readlink(dst / "data" / "absolute.py") == str(dst / "ok.py")

@@ -278,6 +278,10 @@ def main(argv):
     return 0
 
 
+def _count(n, noun):
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def incomplete(report):
     """What the copy leaves undone, in a line (empty when nothing): the
     places to port by hand, and the files copied unconverted."""
@@ -286,8 +290,8 @@ def incomplete(report):
     parts = []
     if hand:
         files = len({f.file for f in hand})
-        parts.append(f"{len(hand)} places left as written in {files} files "
+        parts.append(f"{_count(len(hand), 'place')} left as written in {_count(files, 'file')} "
                      f"(unsupported_api.csv, cuda_op_list.csv)")
     if report.skipped:
-        parts.append(f"{len(report.skipped)} files skipped, copied unconverted")
+        parts.append(f"{_count(len(report.skipped), 'file')} skipped, copied unconverted")
     return ", ".join(parts)

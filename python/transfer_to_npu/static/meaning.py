@@ -130,6 +130,8 @@ class _Settle:
         stack = [(body, True)]
         while stack:
             body, top = stack.pop()
+            if not body:
+                continue
             end = _span(body[-1])[1]
             for i, stmt in enumerate(body):
                 t = type(stmt)

@@ -625,3 +625,17 @@ def test_target_release(tmp_path):
     assert [f.category for f in old.findings if f.line == 2] == ["unsupported"]
     proc = run_python(["-m", "transfer_to_npu", "analyze", "--torch-npu", "1.8", str(tmp_path)])
     assert proc.returncode == 2 and "--torch-npu" in proc.stderr and "1.8" in proc.stderr
+
+
+def test_strays_of_one_display_are_one_finding(sp, tmp_path):
+    """A test's table of where each parameter lives (litgpt's, 90 CUDA
+    device strings in two dicts): one finding per table, not one per
+    string."""
+    write(tmp_path, {"expected.py": """\
+        expected = {"wte": "cuda:0", "h.0": "cuda:0", "h.1": "cuda:1", "lm_head": "cuda:1"}
+        single = "cuda:1"
+    """})
+    report = analyze.analyze([str(tmp_path)], sp)
+    assert [(f.line, f.api, f.result) for f in report.findings] == [
+        (1, "device string", "4 CUDA device strings outside a device argument: not rewritten"),
+        (2, "device string", "a CUDA device string outside a device argument: not rewritten")]

@@ -218,6 +218,7 @@ def _walk(scan, tree):
             s.ifexps.append(node)
         elif t is ast.List or t is ast.Tuple or t is ast.Set:
             s.handled.update(_listed(node.elts))
+            _gather(s, node, node.elts)
         elif t is ast.Try or t is _TRY_STAR:
             if any(_catches_import_error(h.type) for h in node.handlers):
                 s.tries.append(node)
@@ -228,6 +229,7 @@ def _walk(scan, tree):
                 if t is ast.Dict:
                     s.handled.update(_listed(node.keys))
                     s.handled.update(_listed(node.values))
+                    _gather(s, node, node.values)
         stack.extend(reversed(list(children(node))))
 
 
@@ -247,6 +249,7 @@ class Scan:
         self.compares, self.assigns, self.functions, self.dicts = [], [], [], []
         self.strings, self.loose_attrs, self.type_checking, self.binops = [], [], [], []
         self.ifexps = []
+        self.displays = []              # (display, its CUDA strings) with several
         self.tries = []                 # try statements whose handlers catch an ImportError
         self.stored_attrs = {}          # attribute the file assigns (x.a = ...) -> line
         self.patched = set()            # ids of module references a patch names
@@ -290,6 +293,8 @@ class Scan:
             self._dict(node)
         for node in self.compares:
             self._compare(node)
+        for node, elts in self.displays:
+            self._strays(node, elts)
         for node in self.strings:
             self._stray(node)
         if spellings.fused is not None and advice:
@@ -1471,6 +1476,18 @@ class Scan:
             self.add(UNSUPPORTED, "hand_edit", "backend check", node,
                      "tests for NCCL: after migration the backend is hccl", SUGGEST_BACKEND_CHECK)
 
+    def _strays(self, node, elts):
+        """Several CUDA device strings in one display that goes nowhere a
+        device goes (a test's table of where each parameter lives): one
+        finding."""
+        left = [e for e in elts if id(e) not in self.handled and _device_or_invalid(e.value)]
+        if len(left) < 2:
+            return
+        self.handled.update(id(e) for e in left)
+        self.add(UNSUPPORTED, "hand_edit", "device string", node,
+                 f"{len(left)} CUDA device strings outside a device argument: not rewritten",
+                 "write 'npu' where they name the device")
+
     def _stray(self, node):
         """A string that spells a CUDA device or NCCL outside anything that
         takes one: reported, not rewritten."""
@@ -1601,6 +1618,14 @@ def _listed(values):
     if names & _OTHER_BACKENDS:
         out += [id(v) for v in strings if v.value.lower() == "nccl"]
     return out
+
+
+def _gather(scan, node, values):
+    """A display holding several CUDA strings, for one finding of them."""
+    strings = [v for v in values if type(v) is ast.Constant and type(v.value) is str and
+               "cuda" in v.value]
+    if len(strings) > 1:
+        scan.displays.append((node, strings))
 
 
 def _names_accelerator(name):

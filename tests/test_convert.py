@@ -616,7 +616,8 @@ def test_identity_questions_get_the_policys_answers(sp, tmp_path):
 def test_patches_follow_the_code_they_patch(sp, tmp_path):
     """mock.patch and monkeypatch targets name what the code they patch
     calls once converted, in another file of the tree: converted with it,
-    left with it, reported where the tree does both; a library's module
+    left with it; where the tree does both, the functions the code under
+    the patch calls decide, else the patch is reported; a library's module
     stays."""
     dst, report = converted(sp, tmp_path, {
         "pkg/__init__.py": "",
@@ -628,7 +629,7 @@ def test_patches_follow_the_code_they_patch(sp, tmp_path):
                 return torch.cuda.device_count() or 1
 
             def fused(x):
-                if torch.cuda.is_available():
+                if torch.cuda.is_available() and torch.cuda.device_count() > 1:
                     return flash_attn.flash_attn_func(x, x, x)
                 return x
 
@@ -637,27 +638,36 @@ def test_patches_follow_the_code_they_patch(sp, tmp_path):
         """,
         "tests/test_util.py": """\
             from unittest import mock
+            import pytest
             import torch
             from pkg import util
 
             def test_count(monkeypatch):
                 with mock.patch("pkg.util.torch.cuda.device_count", return_value=3):
                     assert util.count() == 3
-                monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
                 with mock.patch("lightning.fabric.accelerators.cuda.torch.cuda.device_count"):
                     pass
 
             @mock.patch("torch.cuda.is_available", return_value=False)
             def test_fused(available):
                 assert util.fused(1) == 1
+
+            def test_where(monkeypatch):
+                monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+                assert util.where().type == "cpu"
+
+            @pytest.fixture
+            def gpu(monkeypatch):
+                monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         """})
     text = (dst / "tests" / "test_util.py").read_text(encoding="utf-8")
     assert 'mock.patch("pkg.util.torch.npu.device_count", return_value=3)' in text
-    assert 'monkeypatch.setattr(torch.npu, "device_count", lambda: 2)' in text
     assert 'mock.patch("lightning.fabric.accelerators.cuda.torch.cuda.device_count")' in text
     assert '@mock.patch("torch.cuda.is_available", return_value=False)' in text
+    assert 'monkeypatch.setattr(torch.npu, "is_available", lambda: False)' in text
+    assert 'monkeypatch.setattr(torch.cuda, "is_available", lambda: True)' in text
     mixed = [r for r in report.rows("unsupported") if r["file"].endswith("test_util.py")]
-    assert [(r["line"], r["api"]) for r in mixed] == [(12, "torch.cuda.is_available")]
+    assert [(r["line"], r["api"]) for r in mixed] == [(22, "torch.cuda.is_available")]
     assert "converted at" in mixed[0]["reason"] and "left as written at" in mixed[0]["reason"]
 
 

@@ -165,7 +165,7 @@ class _Scanned:
         scanned, lines, self.text, self.tree = scan_python(
             sp, entry.path, self.data, "transfer_to_npu" if mode == "import" else "torch_npu")
         self.findings, self.pending = scanned.findings, scanned.pending
-        self.stored_attrs = scanned.stored_attrs
+        self.stored_attrs, self.functions = scanned.stored_attrs, scanned.functions
         report.files += 1
         report.lines += lines
 

@@ -216,6 +216,8 @@ def _walk(scan, tree):
                 s.type_checking.append((node.body[0].lineno, node.body[-1].end_lineno))
         elif t is ast.IfExp:
             s.ifexps.append(node)
+        elif t is ast.With or t is ast.AsyncWith:
+            s.withs.append(node)
         elif t is ast.List or t is ast.Tuple or t is ast.Set:
             s.handled.update(_listed(node.elts))
             _gather(s, node, node.elts)
@@ -249,12 +251,14 @@ class Scan:
         self.compares, self.assigns, self.functions, self.dicts = [], [], [], []
         self.strings, self.loose_attrs, self.type_checking, self.binops = [], [], [], []
         self.ifexps = []
+        self.withs = []
         self.displays = []              # (display, its CUDA strings) with several
         self.tries = []                 # try statements whose handlers catch an ImportError
         self.stored_attrs = {}          # attribute the file assigns (x.a = ...) -> line
         self.patched = set()            # ids of module references a patch names
         # Changes that follow the code of the whole tree (targets.py):
-        # [(finding, PATCH, module named or None, API)] for a patch target,
+        # [(finding, PATCH, module named or None, (API, names the code under
+        # the patch calls))] for a patch target,
         # [(finding, ATTRIBUTE, root name or None, attribute)] for an
         # attribute renamed (x.is_cuda), which the tree's own classes may have.
         self.pending = []
@@ -734,7 +738,36 @@ class Scan:
         else:
             f = self.add(CHANGE, "patch_target", m.source, arg, self.text(node),
                          code=self.text(node))
-        self.pending.append((f, PATCH, module, m.source))
+        self.pending.append((f, PATCH, module, (m.source, self._exercised(node))))
+
+    def _exercised(self, patch):
+        """The names the code under a patch calls: the body of the with
+        statement or of the function it decorates, else the rest of the
+        function it is in."""
+        region = None
+        for node in self.withs:
+            if any(key(i.context_expr)[:2] <= key(patch)[:2] and
+                   key(patch)[2:] <= key(i.context_expr)[2:] for i in node.items):
+                region = (key(node.body[0])[:2], key(node)[2:])
+        for f in self.functions:
+            if region is None and any(d is patch or key(d)[:2] <= key(patch)[:2] and
+                                      key(patch)[2:] <= key(d)[2:]
+                                      for d in getattr(f, "decorator_list", ())):
+                region = (key(f.body[0])[:2], key(f)[2:])
+        if region is None:
+            inner = [f for f in self.functions if key(f)[:2] <= key(patch)[:2] and
+                     key(patch)[2:] <= key(f)[2:]]
+            region = (key(patch)[2:], key(max(inner, key=key))[2:]) if inner else None
+        if region is None:
+            return frozenset()
+        names = set()
+        for call in self.calls:
+            if region[0] <= key(call)[:2] <= region[1]:
+                func = call.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name:
+                    names.add(name)
+        return frozenset(names)
 
     def _patched_api(self, path):
         """(module, API, its Meaning) of a patched path: 'litgpt.utils.torch.
@@ -782,7 +815,7 @@ class Scan:
         else:
             f = self.add(CHANGE, "patch_target", m.source, target, self.text(node),
                          code=self.text(node))
-        self.pending.append((f, PATCH, None, m.source))
+        self.pending.append((f, PATCH, None, (m.source, self._exercised(node))))
 
     def _module_named(self, node, func, q, arg):
         """importlib.import_module('fused_layer_norm_cuda'): a CUDA-only

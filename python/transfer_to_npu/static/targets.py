@@ -20,7 +20,7 @@ API and settles them:
 
 import os
 
-from .scan import ATTRIBUTE, CHANGE, PATCH, UNSUPPORTED
+from .scan import ATTRIBUTE, CHANGE, PATCH, UNSUPPORTED, key
 
 
 def module_names(rel):
@@ -42,6 +42,9 @@ class Uses:
     def __init__(self):
         self.modules = {}       # module name -> {API: {status: "file:line"}}
         self.everywhere = {}    # API -> {status: "file:line"}
+        # (module name, function name) -> {API: {status: "file:line"}}
+        self.functions = {}
+        self.defined = {}       # function name -> the modules that define one
         self.assigned = {}      # attribute -> {file: line}, of x.attribute = ...
 
     def add(self, path, rel, scanned):
@@ -49,7 +52,9 @@ class Uses:
         findings = scanned.findings
         for attr, line in scanned.stored_attrs.items():
             self.assigned.setdefault(attr, {})[path] = line
-        per_module = [self.modules.setdefault(name, {}) for name in module_names(rel)]
+        names = module_names(rel)
+        per_module = [self.modules.setdefault(name, {}) for name in names]
+        functions = sorted((key(f), f.name) for f in scanned.functions if hasattr(f, "name"))
         for f in findings:
             if f.kind in ("patch_target", "arguments") or not f.api.startswith("torch."):
                 continue
@@ -61,6 +66,14 @@ class Uses:
             self.everywhere.setdefault(f.api, {}).setdefault(status, where)
             for uses in per_module:
                 uses.setdefault(f.api, {}).setdefault(status, where)
+            inner = [name for k, name in functions if k[:2] <= (f.line, f.col) < k[2:]]
+            if inner:
+                self.defined.setdefault(inner[-1], set()).add(names[0])
+                self.functions.setdefault((names[0], inner[-1]), {}).setdefault(
+                    f.api, {}).setdefault(status, where)
+                for name in names[1:]:
+                    self.functions.setdefault((name, inner[-1]), {}).setdefault(
+                        f.api, {}).setdefault(status, where)
 
     def settle(self, pending):
         """Settle the pending changes (Scan.pending); the ids of the
@@ -73,13 +86,24 @@ class Uses:
                 self._attribute(f, a, b, dropped)
         return dropped
 
-    def _patch(self, f, module, api, dropped):
+    def _patch(self, f, module, target, dropped):
+        api, exercised = target
         if module is None:
             found = self.everywhere.get(api, {})
         else:
             # A module outside the tree is a library's: its code is not
             # converted.
             found = self.modules.get(module, {}).get(api, {})
+        if len(found) > 1:
+            # The uses differ: those in the functions the code under the
+            # patch calls decide, where it calls some.
+            called = {}
+            for name in exercised:
+                for where_module in ([module] if module else self.defined.get(name, ())):
+                    for status, where in self.functions.get((where_module, name), {}).get(
+                            api, {}).items():
+                        called.setdefault(status, where)
+            found = called or found
         statuses = set(found)
         if not statuses or statuses == {"left"}:
             dropped.add(id(f))

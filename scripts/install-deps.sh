@@ -123,3 +123,22 @@ if [ ! -d "$SUITE/tests" ]; then
             mv "$SUITE.partial" "$SUITE"
     ) || { rm -rf "$SUITE.partial"; echo "install-deps: accelerate's tests not downloaded" >&2; }
 fi
+# litgpt's package and tests, from its sdist (tests/test_peer_suites.py
+# converts them and runs them as on torch_npu): a code base with CUDA
+# guards, mocks of torch.cuda and Lightning accelerators.
+LITGPT_VERSION=0.5.13
+SUITE="$(cd "$(dirname "$0")/.." && pwd)/build/peer-suites/litgpt-$LITGPT_VERSION"
+if [ ! -d "$SUITE/tests" ]; then
+    echo "install-deps: litgpt $LITGPT_VERSION's package and tests from its sdist"
+    (
+        DOWNLOAD=$(mktemp -d)
+        trap 'rm -rf "$DOWNLOAD"' EXIT
+        "$PYTHON" -m pip download -q --no-deps --no-binary :all: -d "$DOWNLOAD" \
+            "litgpt==$LITGPT_VERSION" &&
+            mkdir -p "$SUITE.partial" &&
+            tar xzf "$DOWNLOAD/litgpt-$LITGPT_VERSION.tar.gz" -C "$SUITE.partial" \
+                --strip-components 1 "litgpt-$LITGPT_VERSION/tests" \
+                "litgpt-$LITGPT_VERSION/litgpt" &&
+            mv "$SUITE.partial" "$SUITE"
+    ) || { rm -rf "$SUITE.partial"; echo "install-deps: litgpt's tests not downloaded" >&2; }
+fi

@@ -30,7 +30,6 @@ import time
 from . import rewrite, sources as _sources, targets as _targets
 from .sources import SourceError
 from .report import Report, shown
-from .scan import CUDA_OP, UNSUPPORTED, no_effect
 
 REPORT_DIR = "migration_report"
 MODES = ("npu", "import")
@@ -284,14 +283,14 @@ def _count(n, noun):
 
 def incomplete(report):
     """What the copy leaves undone, in a line (empty when nothing): the
-    places to port by hand, and the files copied unconverted."""
-    hand = [f for f in report.findings
-            if f.category in (UNSUPPORTED, CUDA_OP) and not no_effect(f)]
+    places to port by hand (report.hand_work(): what stays as written, but
+    for settings that change nothing on the NPU), and the files copied
+    unconverted."""
+    hand = report.hand_work()
     parts = []
     if hand:
-        files = len({f.file for f in hand})
-        parts.append(f"{_count(len(hand), 'place')} left as written in {_count(files, 'file')} "
-                     f"(unsupported_api.csv, cuda_op_list.csv)")
+        parts.append(f"{_count(sum(n for _, n in hand), 'place')} left as written in "
+                     f"{_count(len(hand), 'file')} (unsupported_api.csv, cuda_op_list.csv)")
     if report.skipped:
         parts.append(f"{_count(len(report.skipped), 'file')} skipped, copied unconverted")
     return ", ".join(parts)

@@ -25,7 +25,7 @@ import sys
 
 from .. import _files
 from . import advice as _advice
-from .scan import ADVICE, CHANGE, CUDA_OP, UNSUPPORTED
+from .scan import ADVICE, CHANGE, CUDA_OP, UNSUPPORTED, no_effect
 
 LISTS = ((CHANGE, "change_list", "becomes"), (UNSUPPORTED, "unsupported_api", "reason"),
          (CUDA_OP, "cuda_op_list", "reason"), (ADVICE, "advice_list", "advice"))
@@ -93,7 +93,7 @@ class Report:
         """Files by how much in them is left to do by hand, most first."""
         per_file = {}
         for f in self.findings:
-            if f.category not in (CHANGE, ADVICE):
+            if f.category not in (CHANGE, ADVICE) and not no_effect(f):
                 per_file[f.file] = per_file.get(f.file, 0) + 1
         return sorted(per_file.items(), key=lambda item: (-item[1], item[0]))
 

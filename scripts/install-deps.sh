@@ -123,7 +123,8 @@ if [ ! -d "$SUITE/tests" ]; then
             mv "$SUITE.partial" "$SUITE"
     ) || { rm -rf "$SUITE.partial"; echo "install-deps: accelerate's tests not downloaded" >&2; }
 fi
-# litgpt's package and tests, from its sdist (tests/test_peer_suites.py
+
+# litgpt's package and tests, from its sdist (tests/test_converted_suites.py
 # converts them and runs them as on torch_npu): a code base with CUDA
 # guards, mocks of torch.cuda and Lightning accelerators.
 LITGPT_VERSION=0.5.13

@@ -5,12 +5,12 @@ on the CPU passes.
 
 litgpt's package and tests come from its sdist (scripts/install-deps.sh
 keeps them under build/peer-suites/); without them the test skips."""
-import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from conftest import ROOT, run_python
+from test_peer_suites import _outcomes
 
 from transfer_to_npu.static import convert
 
@@ -18,16 +18,6 @@ LITGPT = ROOT / "build" / "peer-suites" / "litgpt-0.5.13"
 # The files with litgpt's CUDA guards, mocks of torch.cuda, Lightning's
 # 'cuda' accelerator and its nvidia-smi check.
 FILES = ["tests/test_utils.py", "tests/test_validate.py", "tests/test_api.py"]
-
-
-def _outcomes(report):
-    """{test id: 'passed', 'failure', 'error' or 'skipped'} of a JUnit XML
-    report."""
-    out = {}
-    for case in ET.parse(report).iter("testcase"):
-        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
-        out[f"{case.get('classname')}::{case.get('name')}"] = kinds[0] if kinds else "passed"
-    return out
 
 
 def _session(tmp_path, name, suite, env):

@@ -111,3 +111,8 @@ sys.exit(any(u.find_spec(m) is None for m in
 has parameterized || pip_install parameterized
 PYTHON=$PYTHON "$(dirname "$0")/peer-suites.sh" accelerate ||
     echo "install-deps: accelerate's tests not downloaded" >&2
+# litgpt's package and tests (tests/test_converted_suites.py converts them
+# and runs them as on torch_npu): a code base with CUDA guards, mocks of
+# torch.cuda and Lightning accelerators.
+PYTHON=$PYTHON "$(dirname "$0")/peer-suites.sh" litgpt ||
+    echo "install-deps: litgpt's tests not downloaded" >&2

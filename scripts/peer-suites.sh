@@ -4,6 +4,8 @@
 # runs them on the CPU and migrated:
 #
 #   scripts/peer-suites.sh accelerate               its sdist's tests/ (PyPI)
+#   scripts/peer-suites.sh litgpt                   its sdist's tests/ and package, of the
+#                                                   release tests/test_converted_suites.py reads
 #   scripts/peer-suites.sh lightning SOURCE         tests/tests_pytorch
 #   scripts/peer-suites.sh transformers SOURCE      conftest.py, tests/, utils/test_module
 #
@@ -27,18 +29,21 @@ fi
 NAME=${1:-}
 SOURCE=${2:-}
 usage() {
-    echo "usage: scripts/peer-suites.sh accelerate | {lightning|transformers} GIT_DIR_OR_TARBALL" >&2
+    echo "usage: scripts/peer-suites.sh accelerate | litgpt |" \
+         "{lightning|transformers} GIT_DIR_OR_TARBALL" >&2
     exit 2
 }
 case $NAME in
-    accelerate) PACKAGE=accelerate TAG= PATHS=() ;;
-    lightning) PACKAGE=lightning TAG= PATHS=(tests/tests_pytorch) ;;
-    transformers) PACKAGE=transformers TAG=v PATHS=(conftest.py tests utils/test_module) ;;
+    accelerate) PACKAGE=accelerate TAG= PATHS=() RELEASE= ;;
+    litgpt) PACKAGE=litgpt TAG= PATHS=() RELEASE=0.5.13 ;;
+    lightning) PACKAGE=lightning TAG= PATHS=(tests/tests_pytorch) RELEASE= ;;
+    transformers) PACKAGE=transformers TAG=v PATHS=(conftest.py tests utils/test_module) RELEASE= ;;
     *) usage ;;
 esac
-[ "$NAME" = accelerate ] || [ -n "$SOURCE" ] || usage
+case $NAME in accelerate | litgpt) ;; *) [ -n "$SOURCE" ] || usage ;; esac
 
-VERSION=$("$PYTHON" -c "import importlib.metadata as m; print(m.version('$PACKAGE'))")
+# The version installed (litgpt, whose source is converted, is not installed).
+VERSION=${RELEASE:-$("$PYTHON" -c "import importlib.metadata as m; print(m.version('$PACKAGE'))")}
 SUITE=$ROOT/build/peer-suites/$NAME-$VERSION
 [ ! -d "$SUITE" ] || exit 0
 WORK=$(mktemp -d)
@@ -55,6 +60,9 @@ sdist() {
 if [ "$NAME" = accelerate ]; then
     sdist
     cp -r "$WORK/sdist/tests" "$SUITE.partial/"
+elif [ "$NAME" = litgpt ]; then
+    sdist
+    cp -r "$WORK/sdist/tests" "$WORK/sdist/litgpt" "$SUITE.partial/"
 elif [ -d "$SOURCE" ]; then
     REF=${REF:-$TAG$VERSION}
     if ! git --git-dir="$SOURCE" rev-parse -q --verify "$REF^{commit}" >/dev/null; then

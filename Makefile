@@ -68,9 +68,10 @@ test: check pytest
 # Other torch lines, each in a venv of its own ($(TORCH_VENV_PREFIX)<line>,
 # made by scripts/torch-venv.sh: PyPI's CUDA build of the line's torch,
 # which runs without a GPU).  A line the virtual NPU supports
-# (VIRTUAL_NPU_LINES) runs the whole suite, with the test libraries
-# installed there; an older one the patcher with torch_npu as backend (a
-# stand-in without kernels, tests/test_torch_lines.py).
+# (VIRTUAL_NPU_LINES) runs the suite but the tests marked main_line (what
+# does not differ between torch lines: pyproject.toml), with the test
+# libraries installed there; an older one the patcher with torch_npu as
+# backend (a stand-in without kernels, tests/test_torch_lines.py).
 TORCH_VERSIONS ?= 2.1 2.10 2.14
 VIRTUAL_NPU_LINES := 2.10 2.11 2.12 2.13 2.14
 TORCH_VENV_PREFIX ?= $(BUILD)/venv-torch-
@@ -78,15 +79,15 @@ test-torch: deps
 	@for line in $(TORCH_VERSIONS); do \
 		venv=$(TORCH_VENV_PREFIX)$$line; \
 		case " $(VIRTUAL_NPU_LINES) " in \
-		*" $$line "*) tests=tests;; \
-		*) tests="--noconftest tests/test_torch_lines.py";; \
+		*" $$line "*) tests=tests; select="not main_line";; \
+		*) tests="--noconftest tests/test_torch_lines.py"; select="";; \
 		esac; \
 		./scripts/torch-venv.sh $$line $$venv && \
 		$(MAKE) --no-print-directory build PYTHON=$$venv/bin/python && \
 		{ [ "$$tests" != tests ] || PYTHON=$$venv/bin/python ./scripts/install-deps.sh test; } && \
-		echo "test-torch: torch $$line: $$tests" && \
-		TEST_TORCH_LINE=$$line $$venv/bin/python -m pytest -q -p no:cacheprovider $$tests \
-			|| exit 1; \
+		echo "test-torch: torch $$line: $$tests $${select:+-m \"$$select\"}" && \
+		TEST_TORCH_LINE=$$line $$venv/bin/python -m pytest -q -p no:cacheprovider \
+			$${select:+-m "$$select"} $$tests || exit 1; \
 	done
 
 # The tests of the libraries on their newest releases (transformers 5...):

@@ -1,8 +1,9 @@
 """Run at interpreter start by transfer_to_npu.pth (installed with the
 package): with TRANSFER_TO_NPU=1, every Python process that imports torch
 is migrated, so ``TRANSFER_TO_NPU=1 torchrun train.py`` migrates an unedited
-script and every process it starts; with TRANSFER_TO_NPU_DUMP=DIR, every
-such process is dumped too.
+script and every process it starts (TRANSFER_TO_NPU=rehearse: runs them as
+on torch_npu, unmigrated); with TRANSFER_TO_NPU_DUMP=DIR, every such process
+is dumped too.
 
 It costs nothing otherwise: the .pth line imports this module only when a
 variable is set, and this module imports neither torch nor transfer_to_npu
@@ -13,11 +14,11 @@ import importlib.abc
 import os
 import sys
 
-_ON = ("1", "true", "yes", "on")
+_ON = ("1", "true", "yes", "on", "rehearse")
 
 
 def wanted():
-    """Migration, or a dump (which the package's import starts; with
+    """Migration (or a rehearsal), or a dump (which the package's import starts; with
     TRANSFER_TO_NPU=0 the run is dumped unmigrated)."""
     return (os.environ.get("TRANSFER_TO_NPU", "").strip().lower() in _ON
             or bool(os.environ.get("TRANSFER_TO_NPU_DUMP")))

@@ -104,22 +104,15 @@ sys.exit(any(u.find_spec(m) is None for m in
     pip_install -c "$HELD" "${LIBS[@]}"
 
 # accelerate's own test suite (tests/test_peer_suites.py): its tests are not
-# in its wheel: the sdist of the accelerate installed is
-# downloaded once and its tests/ kept under build/peer-suites/, with
-# parameterized, which they import.  Offline, the test that runs them skips.
+# in its wheel: those of the sdist of the accelerate installed are kept under
+# build/peer-suites/ (scripts/peer-suites.sh, which also takes Lightning's
+# and transformers' from their repositories), with parameterized, which
+# they import.  Offline, the test that runs them skips.
 has parameterized || pip_install parameterized
-ACCELERATE_VERSION=$("$PYTHON" -c "import importlib.metadata as m; print(m.version('accelerate'))")
-SUITE="$(cd "$(dirname "$0")/.." && pwd)/build/peer-suites/accelerate-$ACCELERATE_VERSION"
-if [ ! -d "$SUITE/tests" ]; then
-    echo "install-deps: accelerate $ACCELERATE_VERSION's tests from its sdist"
-    (
-        DOWNLOAD=$(mktemp -d)
-        trap 'rm -rf "$DOWNLOAD"' EXIT
-        "$PYTHON" -m pip download -q --no-deps --no-binary :all: -d "$DOWNLOAD" \
-            "accelerate==$ACCELERATE_VERSION" &&
-            mkdir -p "$SUITE.partial" &&
-            tar xzf "$DOWNLOAD/accelerate-$ACCELERATE_VERSION.tar.gz" -C "$SUITE.partial" \
-                --strip-components 1 "accelerate-$ACCELERATE_VERSION/tests" &&
-            mv "$SUITE.partial" "$SUITE"
-    ) || { rm -rf "$SUITE.partial"; echo "install-deps: accelerate's tests not downloaded" >&2; }
-fi
+PYTHON=$PYTHON "$(dirname "$0")/peer-suites.sh" accelerate ||
+    echo "install-deps: accelerate's tests not downloaded" >&2
+# litgpt's package and tests (tests/test_converted_suites.py converts them
+# and runs them as on torch_npu): a code base with CUDA guards, mocks of
+# torch.cuda and Lightning accelerators.
+PYTHON=$PYTHON "$(dirname "$0")/peer-suites.sh" litgpt ||
+    echo "install-deps: litgpt's tests not downloaded" >&2

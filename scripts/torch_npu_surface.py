@@ -11,14 +11,18 @@ names the mapping table depends on: those of ``torch_npu.npu`` and of its
 submodules that torch.cuda has too, of ``torch_npu.profiler`` and
 ``torch_npu.distributed``, each with its kind (function, class, module,
 object; ``extension`` for a name ``__all__`` declares that torch_npu's C
-extension defines) and, for a function or a class, its parameter names;
-and torch_npu's operators (``torch_npu.npu_fusion_attention``...), kind
-``op``, which its C extension defines from the op schemas its wheel ships
-(``torch_npu/csrc/aten/*.yaml``).
+extension defines) and, for a function or a class, its parameters as
+written (a class's: what a call of it takes, and its public methods'), for
+the table to take a CUDA call's arguments as torch_npu's function takes
+them; and torch_npu's operators (``torch_npu.npu_fusion_attention``...),
+kind ``op``, which its C extension defines from the op schemas its wheel
+ships (``torch_npu/csrc/aten/*.yaml``).  ``Package`` reads other packages'
+sources too (scripts/served_surfaces.py).
 """
 
 import argparse
 import ast
+import copy
 import json
 import os
 import re
@@ -40,21 +44,25 @@ MODULES = ("torch_npu.npu", "torch_npu.npu.amp", "torch_npu.npu.graphs", "torch_
 # --- reading a wheel ---------------------------------------------------------
 
 class Package:
-    """The Python sources of a wheel, by module name, and its operators."""
+    """The Python sources of a package, by module name, and its operators:
+    from a wheel, or from a directory that holds the package ``top`` (a
+    source tree)."""
 
-    def __init__(self, wheel):
-        self.sources, self.packages, self.ops = {}, set(), set()
-        with zipfile.ZipFile(wheel) as z:
-            for name in z.namelist():
-                if name.startswith("torch_npu/csrc/aten/") and name.endswith(".yaml"):
-                    self.ops.update(_op_names(z.read(name).decode("utf-8", "replace")))
-                if not name.endswith(".py") or not name.startswith("torch_npu/"):
-                    continue
-                parts = name[:-3].split("/")
-                if parts[-1] == "__init__":
-                    parts.pop()
-                    self.packages.add(".".join(parts))
-                self.sources[".".join(parts)] = z.read(name).decode("utf-8", "replace")
+    def __init__(self, wheel, top="torch_npu"):
+        self.top = top
+        self.sources, self.packages, self.ops = {}, set(), {}
+        for name, read in _files(wheel):
+            if name.startswith(f"{top}/csrc/aten/") and name.endswith(".yaml"):
+                for op, signatures in _ops(read()).items():
+                    known = self.ops.setdefault(op, [])
+                    known += [s for s in signatures if s not in known]
+            if not name.endswith(".py") or not name.startswith(f"{top}/"):
+                continue
+            parts = name[:-3].split("/")
+            if parts[-1] == "__init__":
+                parts.pop()
+                self.packages.add(".".join(parts))
+            self.sources[".".join(parts)] = read()
         self._namespaces, self._reading = {}, {}
 
     def is_module(self, name):
@@ -86,15 +94,99 @@ class Package:
         return found
 
 
-def _op_names(schemas):
-    """The public operators an op-schema file declares: torch_npu's own
-    (npu_*), which the package exposes as its attributes."""
-    return {m.group(1) for m in re.finditer(r"^\s*-?\s*func:\s*(npu_\w+)", schemas, re.M)}
+def _files(path):
+    """(name relative to the package's parent, a reader of its text) of
+    each file of a wheel or a directory."""
+    def text(data):
+        return data.decode("utf-8", "replace")
+
+    if os.path.isdir(path):
+        for where, _, names in os.walk(path):
+            for name in names:
+                full = os.path.join(where, name)
+                yield (os.path.relpath(full, path).replace(os.sep, "/"),
+                       lambda full=full: text(Path(full).read_bytes()))
+        return
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            yield name, lambda name=name: text(z.read(name))
+
+
+_SCHEMA = re.compile(r"^\s*-?\s*func:\s*(npu_\w+)(\.\w+)?\((.*)\)\s*->", re.M)
+
+
+def _ops(schemas):
+    """{operator: [its parameters as Python takes them]} of the public
+    operators an op-schema file declares: torch_npu's own (npu_*), which
+    the package exposes as its attributes, an overload a signature each.
+    The out= overload is the keyword ``out`` of the operator's own."""
+    found, outs = {}, set()
+    for m in _SCHEMA.finditer(schemas):
+        name, overload, params = m.groups()
+        if overload == ".out":
+            outs.add(name)
+        else:
+            found.setdefault(name, []).append((overload, _python_params(params)))
+    return {name: [_with_out(text) if name in outs and overload is None else text
+                   for overload, text in overloads]
+            for name, overloads in found.items()}
+
+
+def _with_out(text):
+    if text == "()":
+        return "(*, out=None)"
+    return text[:-1] + (", out=None)" if "*" in text else ", *, out=None)")
+
+
+def _python_params(schema):
+    """A schema's arguments as Python's binding of the operator takes them:
+    "Tensor self, int dim=-1, *, bool flag=False" -> "(input, dim=-1, *,
+    flag=False)" (torch's bindings name a function's self ``input``)."""
+    out = []
+    for arg in _split(schema):
+        if arg == "*":
+            out.append("*")
+            continue
+        declared, _, default = arg.partition("=")
+        name = declared.split()[-1]
+        name = "input" if name == "self" else name
+        if default:
+            default = default.strip()
+            try:
+                ast.literal_eval(default)
+            except (ValueError, SyntaxError):
+                default = repr(default)  # a default the schema writes its own way (Mean)
+            out.append(f"{name}={default}")
+        else:
+            out.append(name)
+    return "(" + ", ".join(out) + ")"
+
+
+def _split(text):
+    """Comma-separated items, commas inside brackets kept."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(text + ","):
+        depth += c in "([" and 1 or c in ")]" and -1 or 0
+        if c == "," and depth == 0:
+            if text[start:i].strip():
+                items.append(text[start:i].strip())
+            start = i + 1
+    return items
 
 
 def _params(args, skip=0):
-    positional = [a.arg for a in args.posonlyargs + args.args][skip:]
-    return [positional, [a.arg for a in args.kwonlyargs]]
+    """[the parameters as written, annotations left out]: "(device=None,
+    *, flag=False)"; ``skip`` leaves out a method's self or cls."""
+    args = copy.deepcopy(args)
+    drop = min(skip, len(args.posonlyargs))
+    args.posonlyargs = args.posonlyargs[drop:]
+    args.args = args.args[skip - drop:]
+    for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+        if a is not None:
+            a.annotation = None
+    kept = len(args.posonlyargs) + len(args.args)
+    args.defaults = args.defaults[max(len(args.defaults) - kept, 0):]
+    return ["(" + ast.unparse(args) + ")"]
 
 
 def _strings(node):
@@ -134,7 +226,7 @@ class _Reader:
         """The entry of `name` imported from `module`."""
         if self.package.is_module(f"{module}.{name}"):
             return ["module"]
-        if module == "torch_npu._C" or module.startswith("torch_npu._C."):
+        if module == f"{self.package.top}._C" or module.startswith(f"{self.package.top}._C."):
             return ["extension"]
         if self.package.is_module(module):
             names, declared = self.package.namespace(module)
@@ -146,15 +238,28 @@ class _Reader:
         return ["imported", f"{module}.{name}"]
 
     def _class(self, node):
-        init = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.name == "__init__"), None)
-        if init is not None:
-            return ["class"] + _params(init.args, skip=1)
-        for base in node.bases:  # the first base of ours that says
+        """["class", what a call of it takes, {public method: what a call
+        of it takes}]: the class's own, or those of its first base of
+        ours."""
+        methods = {n.name: n for n in node.body
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        inherited = ["class", None, {}]
+        for base in node.bases:
             entry = self._value(base)
             if entry and entry[0] == "class":
-                return entry
-        return ["class", None, None]
+                inherited = entry
+                break
+        made = next((_params(methods[n].args, skip=1)[0] for n in ("__init__", "__new__")
+                     if n in methods), inherited[1])
+        own = {}
+        for name, method in methods.items():
+            if name.startswith("_"):
+                continue
+            decorators = {ast.unparse(d) for d in method.decorator_list}
+            if "property" in decorators or any(d.endswith(".setter") for d in decorators):
+                continue
+            own[name] = _params(method.args, skip=0 if "staticmethod" in decorators else 1)[0]
+        return ["class", made, {**inherited[2], **own}]
 
     def _value(self, node):
         """The entry an assigned value makes, when it can be told."""
@@ -259,10 +364,13 @@ class _Reader:
 
 def _entry(entry):
     """What the file keeps of an entry: the kind, and a function's or a
-    class's parameters ([positional], [keyword-only]; null when unknown)."""
+    class's parameters as written ("(device=None)"; null when unknown), a
+    class's public methods and theirs."""
     kind = entry[0]
-    if kind in ("function", "class"):
-        return entry[:3]
+    if kind == "function":
+        return entry[:2]
+    if kind == "class":
+        return entry[:3] if entry[2] else entry[:2]
     if kind == "imported":
         return entry[:2]
     return [kind]

@@ -10,6 +10,10 @@ import sys
 import pytest
 import torch
 
+# On the torch line of `make test` only: building and installing the extension, which needs no
+# torch.
+pytestmark = pytest.mark.main_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import run_python
 
+# On the torch line of `make test` only: the files the package writes and reads.
+pytestmark = pytest.mark.main_line
+
 STEP = "import torch, transfer_to_npu\nx = torch.ones(2, device='cuda')\nprint('done')\n"
 
 

@@ -124,7 +124,9 @@ LIGHTNING_AGAIN = LIGHTNING_MODEL + textwrap.dedent("""
         trainer, _ = fit(devices=2, strategy="ddp_spawn")
         print("spawned", trainer.num_devices, "then", torch.cuda.device_count())
         trainer, model = fit(devices=[1])
-        print("second npu", model.seen, "then", torch.cuda.device_count())
+        # The job's npu:1 given back: the process is on the node's npu:0.
+        print("second npu", model.seen, "then", torch.cuda.device_count(),
+              torch.cuda.current_device(), len(torch.cuda.get_rng_state_all()))
         # devices="auto": the one npu the node has, not the two asked for before
         # (two would relaunch this script as DDP's rank 0).
         trainer, model = fit()
@@ -142,7 +144,7 @@ def test_lightning_devices_are_provided_for_the_job_that_asks(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     # What the script says: the spawned processes' gloo (torch 2.10) prints
     # lines of its own, piece by piece, which can run into the script's.
-    said = re.findall(r"spawned \d+ then \d+|second npu \S+ then \d+|later \d+ \w+ \S+",
+    said = re.findall(r"spawned \d+ then \d+|second npu \S+ then \d+ \d+ \d+|later \d+ \w+ \S+",
                       proc.stdout)
-    assert said == ["spawned 2 then 1", "second npu npu:1 then 1",
+    assert said == ["spawned 2 then 1", "second npu npu:1 then 1 0 1",
                     "later 1 SingleDeviceStrategy npu:0"]

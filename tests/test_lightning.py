@@ -65,3 +65,30 @@ def test_cuda_accelerator_sets_the_device_through_torch_cuda():
                                                 "PYTHONPATH": None})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[call(device(type='npu', index=1))]"
+
+
+MAP_LOCATION = """
+import io
+from unittest import mock
+import transfer_to_npu
+import torch
+from lightning.pytorch.core import saving
+
+buffer = io.BytesIO()
+torch.save({"weight": torch.ones(2, device="cuda")}, buffer)
+for devices in (1, 0):
+    buffer.seek(0)
+    with mock.patch("lightning.pytorch.accelerators.cuda.num_cuda_devices", lambda: devices):
+        print(torch.load(buffer, map_location=saving._default_map_location)["weight"].device)
+"""
+
+
+def test_a_checkpoint_of_the_npu_goes_to_the_cpu_without_a_device():
+    """Lightning's default map_location, which load_from_checkpoint uses,
+    sends the npu's storages to the cpu when its CUDA accelerator finds no
+    device, as it sends a GPU's."""
+    pytest.importorskip("lightning")
+    proc = run_python(["-c", MAP_LOCATION], env={"TRANSFER_TO_NPU_BACKEND": "virtual",
+                                                 "PYTHONPATH": None})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["npu:0", "cpu"]

@@ -130,8 +130,10 @@ def test_unwritable_log_file_falls_back_to_stderr(script, tmp_path):
 
 # Runs a script with the size of the files it writes limited to LIMIT
 # bytes, as a full disk limits them (the interpreter ignores SIGXFSZ: a
-# write beyond the limit fails with EFBIG).
-LIMITED = ("import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+# write beyond the limit fails with EFBIG).  torch is imported first: its
+# optional dependencies (dill, which datasets brings) need a temporary file
+# at import.
+LIMITED = ("import resource, runpy, sys, torch; limit = int(sys.argv.pop(1)); "
            "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); sys.argv.pop(0); "
            "runpy.run_path(sys.argv[0], run_name='__main__')")
 

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# On the torch line of `make test` only: the extension on each Python, which needs no torch.
+pytestmark = pytest.mark.main_line
+
 ROOT = Path(__file__).resolve().parent.parent
 CC = os.environ.get("CC", "gcc")
 

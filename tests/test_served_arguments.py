@@ -7,6 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+# On the torch line of `make test` only: the served packages' argument checks, in Python.
+pytestmark = pytest.mark.main_line
+
 
 def _t(*shape, dtype=torch.float32):
     return torch.randn(*shape, dtype=dtype, device="npu")

@@ -12,6 +12,9 @@ from conftest import run_python
 
 from transfer_to_npu.static import analyze, convert, sources
 
+# On the torch line of `make test` only: the static tools read source, whatever torch runs.
+pytestmark = pytest.mark.main_line
+
 
 @pytest.fixture(scope="module")
 def sp():
@@ -113,7 +116,9 @@ def test_names_that_are_not_utf8(tmp_path):
     assert os.path.basename(data["cuda_op_list"][0]["file"]) == "\\xb2\\xe2.cu"
     dst = str(tmp_path / "dst")
     proc = run_python(["-m", "transfer_to_npu", "convert", src, dst])
-    assert proc.returncode == 0, proc.stderr
+    # The CUDA kernel is left to port.
+    assert proc.returncode == 1 and "1 place left as written in 1 file" in proc.stderr, \
+        proc.stderr
     with open(os.path.join(os.fsencode(dst), name), "rb") as f:
         assert f.read() == b"import torch\nimport torch_npu\ntorch.npu.synchronize()\n"
     data = json.loads(open(os.path.join(dst, "migration_report", "migration_report.json"),

@@ -78,6 +78,22 @@ SCRIPT = textwrap.dedent("""
     out["allocator is torch_npu's"] = isinstance(allocator, torch_npu.npu.NPUPluggableAllocator)
     out["nvtx"] = torch.cuda.nvtx.range_push("step")
 
+    # torch_npu names some parameters otherwise than CUDA (so does the
+    # stand-in): CUDA's calls are adapted to its names.
+    context = torch.cuda.StreamContext(stream=None)
+    class Mine(torch.cuda.StreamContext):
+        pass
+    out["stream context"] = [type(context) is torch_npu.npu.StreamContext,
+                             torch_npu.npu.arguments["StreamContext"] == (None,),
+                             isinstance(torch_npu.npu.StreamContext(None),
+                                        torch.cuda.StreamContext),
+                             issubclass(Mine, torch_npu.npu.StreamContext)]
+    out["device names"] = []
+    for call in (lambda: torch.cuda.get_device_name(device="cuda:0"),
+                 lambda: torch.cuda.get_device_name("cuda:0"), torch.cuda.get_device_name):
+        call()
+        out["device names"].append(str(torch_npu.npu.arguments["get_device_name"][0]))
+
     dist.init_process_group("nccl", init_method="file://" + tempfile.mktemp(), world_size=1,
                             rank=0)
     out["dist backend"] = dist.get_backend()
@@ -104,6 +120,26 @@ SCRIPT = textwrap.dedent("""
                                       ("torch.fft", dir(torch.fft), "fft_"))
         for name in names if not name.startswith("_") and schema_takes_device(prefix + name))
     transfer_to_npu.disable()
+    # The table torch_npu's release for this torch gets (its surface): what
+    # CUDA's calls of each row reach takes them (tests/call_shapes_check.py).
+    from transfer_to_npu import _rules, surfaces
+    line = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    out["release call shapes"] = None
+    if line in surfaces.lines():
+        from call_shapes_check import mismatches
+        release, release_npu = surfaces.load(line)
+        def target_of(row):
+            name = row[1].split(" ")[0]
+            for prefix, obj in (("torch.npu.", release_npu), ("torch_npu.", release)):
+                if name.startswith(prefix):
+                    for part in name[len(prefix):].split("."):
+                        obj = getattr(obj, part, None)
+                    return obj
+            return None
+        rows = _rules.derive(torch, release_npu, release)[0]
+        found, unread = mismatches(rows, "npu", {}, target_of)
+        out["release call shapes"] = found
+        out["release unread"] = sorted(unread)
     out["restored"] = (all(getattr(torch.cuda, n) is f for n, f in saved.items())
                        and all(getattr(torch.cuda.memory, n) is f
                                for n, f in saved_memory.items())
@@ -122,7 +158,8 @@ def _line_of(text):
 
 def _python(args, cwd, **env):
     full = {k: v for k, v in os.environ.items() if not k.startswith("TRANSFER_TO_NPU")}
-    full.update({"PYTHONPATH": str(STAND_INS), "STAND_IN_KERNELS": "0",
+    full.update({"PYTHONPATH": os.pathsep.join([str(STAND_INS), str(STAND_INS.parent)]),
+                 "STAND_IN_KERNELS": "0",
                  "TRANSFER_TO_NPU_BACKEND": "torch_npu", **env})
     return subprocess.run([sys.executable, *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=300)
@@ -229,6 +266,59 @@ def test_unsupported_stays_unsupported(result):
     assert out["nvtx"] == 0
     assert out["mappings"]["torch.cuda.nvtx.range_push"][1] == "unsupported"
     assert [u["api"] for u in report["unsupported"]] == ["torch.cuda.nvtx.range_push"]
+
+
+def test_calls_are_adapted_to_torch_npus_parameter_names(result):
+    """torch.cuda.StreamContext(stream=s) reaches torch_npu's
+    StreamContext(stream_ctx), which stays the class CUDA's name stands
+    for; a device argument is rewritten where CUDA's function has it, then
+    passed under torch_npu's name."""
+    out = result[0]
+    assert out["stream context"] == [True, True, True, True]
+    assert out["device names"] == ["npu:0", "npu:0", "None"]
+
+
+# (source, parameter) -> why the table of torch_npu's release for a torch
+# line takes CUDA's calls otherwise there: torch_npu has no counterpart of
+# the parameter, and a call that passes another value than CUDA's default
+# is refused, naming it (call_shapes.Keywords).
+RELEASE_DIFFERENCES = {
+    ("torch.cuda.MemPool", "use_on_oom"): "torch_npu's pools before 2.13 have no such option",
+    ("torch.cuda.MemPool", "no_split"): "torch_npu's pools before 2.13 have no such option",
+    ("torch.cuda.memory_snapshot", "mempool_id"): "torch_npu before 2.13 snapshots every pool",
+    ("torch.profiler.profile", "acc_events"): "torch_npu's profiler does not accumulate events",
+    ("torch.profiler.profile", "post_processing_timeout_s"): "torch_npu's profiler has no "
+                                                             "timeout of its own",
+    ("torch.profiler.profile", "execution_trace_observer"): "torch_npu before 2.12",
+    ("torch.profiler.profile", "custom_trace_id_callback"): "torch_npu 2.7 and 2.10 on only",
+    ("torch.profiler.schedule", "skip_first_wait"): "torch_npu 2.7 and 2.10 on only",
+    ("torch.cuda.is_bf16_supported", "including_emulation"): "default False on torch_npu, which "
+                                                             "does not read it",
+    **{(f"torch.cuda.{m}make_graphed_callables", "capture_error_mode"):
+       "torch_npu's make_graphed_callables (2.14) has no capture mode to choose"
+       for m in ("", "graphs.")},
+    # Methods of torch_npu's objects, called as torch_npu takes them.
+    ("torch.cuda.MemPool.snapshot", "include_traces"): "a method of torch_npu's pool",
+    ("torch.cuda.CUDAGraph.capture_begin", "check_input_liveness"): "a method of torch_npu's "
+                                                                    "graph",
+    ("torch.cuda.graphs.CUDAGraph.capture_begin", "check_input_liveness"): "a method of "
+                                                                           "torch_npu's graph",
+    **{(f"torch.cuda.{m}CUDAGraph.debug_dump", "verbose"): "a method of torch_npu's graph "
+       "(2.14)" for m in ("", "graphs.")},
+}
+
+
+def test_the_torch_npu_release_for_this_torch_takes_cudas_calls(result):
+    """Every row of the table the torch_npu release of this torch line gets
+    (its surface, tests/call_shapes_check.py): its target takes CUDA's calls
+    as they are, or as the table adapts them, but for what is recorded
+    above."""
+    out = result[0]
+    if out["release call shapes"] is None:
+        pytest.skip("torch_npu has no release for this torch line")
+    left = {name: [what for what in found if (name, what[0]) not in RELEASE_DIFFERENCES]
+            for name, found in out["release call shapes"].items()}
+    assert {name: found for name, found in left.items() if found} == {}
 
 
 def test_nccl_becomes_hccl(result):

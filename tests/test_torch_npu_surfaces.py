@@ -182,11 +182,21 @@ WHEEL = {
         "def __getattr__(name):\n    if name == 'lazy':\n        return 1\n"),
     "torch_npu/npu/utils.py": "def synchronize(device=None):\n    pass\n",
     "torch_npu/npu/graphs.py": "class NPUGraph:\n    def __init__(self, keep_graph=False):\n"
-                               "        pass\n",
+                               "        pass\n"
+                               "    def replay(self):\n        pass\n"
+                               "    @staticmethod\n    def pool(x: int = 1, *a, **kw):\n"
+                               "        pass\n"
+                               "class Sub(NPUGraph):\n    def __new__(cls, device=None):\n"
+                               "        pass\n    def _private(self):\n        pass\n",
     "torch_npu/npu/random.py": "__all__ = ['seed']\nfrom . import is_available\n"
                                "def seed():\n    pass\n",
     "torch_npu/npu/memory.py": "def _record_memory_history(enabled='all', *args, **kw):\n"
                                "    pass\n",
+    "torch_npu/csrc/aten/npu_functions.yaml": (
+        "- func: npu_op(Tensor self, int[2] size=[1,1], float scale=1., *, str mode=\"a\", "
+        "Reduction r=Mean) -> Tensor\n"
+        "- func: npu_op.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n"
+        "- func: npu_op.other(Tensor self, Tensor other) -> Tensor\n"),
 }
 
 
@@ -198,17 +208,26 @@ def test_script_reads_names_kinds_and_parameters(tmp_path):
             z.writestr(name, text)
     modules = script.surface(script.Package(wheel))
     npu = modules["torch_npu.npu"]["names"]
-    assert npu["synchronize"] == ["function", ["device"], []]
-    assert npu["NPUGraph"] == ["class", ["keep_graph"], []]
-    assert npu["maybe"] == ["function", ["device"], ["flag"]]
-    assert npu["seed"] == ["function", [], []]  # through the star import
+    assert npu["synchronize"] == ["function", "(device=None)"]
+    # A class: what a call of it takes, and its public methods.
+    assert npu["NPUGraph"] == ["class", "(keep_graph=False)",
+                               {"replay": "()", "pool": "(x=1, *a, **kw)"}]
+    graphs = modules["torch_npu.npu.graphs"]["names"]
+    assert graphs["Sub"] == ["class", "(device=None)", {"replay": "()", "pool": "(x=1, *a, **kw)"}]
+    assert npu["maybe"] == ["function", "(device, *, flag=False)"]
+    assert npu["seed"] == ["function", "()"]  # through the star import
     assert npu["FloatTensor"] == ["extension"]  # declared, defined in C
     assert npu["from_c"] == ["extension"]
     assert npu["cast"] == ["imported", "typing.cast"]
     assert npu["config"] == ["object"] and npu["lazy"] == ["object"]
     assert npu["memory"] == ["module"] and npu["graphs"] == ["module"]
     assert modules["torch_npu.npu.memory"]["names"]["_record_memory_history"] == [
-        "function", ["enabled"], []]
+        "function", "(enabled='all', *args, **kw)"]
+    assert modules["torch_npu"]["names"]["npu_op"] == ["op"]
+    # An operator's overloads as Python's binding takes them (out= of the
+    # .out one a keyword of the operator's own).
+    assert script.Package(wheel).ops["npu_op"] == [
+        "(input, size=[1,1], scale=1., *, mode=\"a\", r='Mean', out=None)", "(input, other)"]
     # What the module's own import cycle had bound when it was read.
     assert modules["torch_npu.npu.random"]["names"]["is_available"][0] == "function"
 

@@ -53,6 +53,25 @@ def test_count_under_a_launcher(local_world_size, setting, expected):
                 TRANSFER_TO_NPU_VIRTUAL_DEVICES=setting) == expected
 
 
+def test_the_devices_of_a_job_that_ended_are_not_the_next_ones():
+    """npus provided for a job (Lightning's devices=2) and given back: the
+    next job of the process sees the node's one npu, current, and one
+    generator state to save and restore (Lightning's isolate_rng)."""
+    out = _run(
+        "from transfer_to_npu.backends.virtual import devices\n"
+        "token = devices.provide(2)\n"
+        "torch.npu.set_device(1)\n"
+        "assert torch.ones(1, device='npu').device.index == 1\n"
+        "devices.withdraw(token)\n"
+        "states = torch.npu.get_rng_state_all()\n"
+        "torch.npu.set_rng_state_all(states)\n"
+        "print(torch.npu.device_count(), torch.npu.current_device(), len(states),\n"
+        "      torch.ones(1, device='npu').device)\n",
+        TRANSFER_TO_NPU_VIRTUAL_DEVICES=None, LOCAL_WORLD_SIZE=None, LOCAL_SIZE=None,
+        ASCEND_RT_VISIBLE_DEVICES=None)
+    assert out == "1 0 1 npu:0"
+
+
 def test_current_device_is_per_thread():
     # As with CUDA: a thread starts on device 0 whatever another one set,
     # and what it creates without an index goes to its own current device.

@@ -269,14 +269,19 @@ def test_attention_runs_the_cpus_kernel():
     torch.manual_seed(0)
     q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
     mask = torch.rand(5, 5) > 0.3
+    # A query that may attend nothing (a padding token's): zeros, not NaN.
+    padding = torch.ones(5, 5, dtype=torch.bool).tril()
+    padding[:2] = False
     f = nn.functional.scaled_dot_product_attention
-    for kwargs in ({}, {"is_causal": True}, {"attn_mask": mask}, {"scale": 0.3}):
+    for kwargs in ({}, {"is_causal": True}, {"attn_mask": mask}, {"attn_mask": padding},
+                   {"scale": 0.3}):
         on_npu = {a: b.to("npu") if isinstance(b, torch.Tensor) else b
                   for a, b in kwargs.items()}
         qc, qn = q.clone().requires_grad_(), q.to("npu").requires_grad_()
         expected = f(qc, k, v, **kwargs)
         got = f(qn, k.to("npu"), v.to("npu"), **on_npu)
         _same(expected.detach(), got.detach())
+        assert not got.isnan().any()
         expected.sum().backward()
         got.sum().backward()
         _same(qc.grad, qn.grad)

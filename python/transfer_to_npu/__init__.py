@@ -16,12 +16,16 @@ import time
 from . import _C
 from ._C import InvalidDeviceError
 
-__all__ = ["enable", "disable", "is_enabled", "mappings", "backend", "InvalidDeviceError"]
+__all__ = ["enable", "disable", "is_enabled", "rehearse", "mappings", "backend",
+           "InvalidDeviceError"]
 
 __version__ = "0.1.0"
 
-#: "torch_npu" or "virtual" once enabled; None before.
+#: "torch_npu" or "virtual" once enabled (or rehearsing); None before.
 backend = None
+
+#: True once rehearse() has run: converted code runs as on torch_npu.
+rehearsing = False
 
 _lock = threading.RLock()
 
@@ -93,14 +97,18 @@ if hasattr(os, "register_at_fork"):
 
 def _serve(on):
     """Put the served packages' finder (_served.py) first on sys.meta_path,
-    or take it off and the served names out of sys.modules."""
+    or take it off and the served names out of sys.modules (but for
+    torch_npu's while rehearsing)."""
     from . import _served
 
-    sys.meta_path[:] = [f for f in sys.meta_path if f is not _served.Finder]
     if on:
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not _served.Finder]
         sys.meta_path.insert(0, _served.Finder)
-    else:
+    elif not rehearsing:
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not _served.Finder]
         _served.forget()
+    else:
+        _served.forget(keep=("torch_npu",))
 
 
 def enable():
@@ -144,6 +152,36 @@ def enable():
             _C.disable()
             raise
         backend = name
+        _serve(True)
+
+
+def rehearse():
+    """Run converted code as on a machine with Ascend's torch_npu and no
+    migration: the NPU backend installed (on the virtual NPU, ``import
+    torch_npu`` gives it as torch_npu's API), and nothing of CUDA's mapped:
+    ``torch.cuda`` is the CUDA-less torch's, as it is beside torch_npu.
+    Idempotent; RuntimeError while migrating."""
+    global backend, rehearsing
+    with _lock:
+        if rehearsing:
+            return
+        if _C.is_enabled():
+            raise RuntimeError("transfer_to_npu: cannot rehearse a converted copy while "
+                               "migrating (TRANSFER_TO_NPU=rehearse, or python -m "
+                               "transfer_to_npu --rehearse, runs it unmigrated)")
+        _import_torch()
+        from . import _environment, backends
+
+        if backends.requested() == "cpu":
+            raise ValueError("TRANSFER_TO_NPU_BACKEND='cpu' has no npu to rehearse on: use "
+                             "auto, virtual or torch_npu")
+        name = backends.install()
+        if name == "virtual":
+            # What CANN's set-up gives an Ascend machine, which libraries
+            # that find torch_npu read (DeepSpeed's accelerator).
+            os.environ.setdefault("ASCEND_HOME_PATH", _environment.VIRTUAL_HOME)
+        backend = name
+        rehearsing = True
         _serve(True)
 
 
@@ -219,14 +257,20 @@ def _run_by_our_cli():
     return False
 
 
-def _refused():
-    """TRANSFER_TO_NPU=0: not migrated, even where the script imports this
-    package (the original run a compare dumps on CUDA)."""
-    return os.environ.get("TRANSFER_TO_NPU", "").strip().lower() in ("0", "false", "no", "off")
+def _mode():
+    """TRANSFER_TO_NPU: "off" (0: not migrated, even where the script imports
+    this package: the original run a compare dumps on CUDA), "rehearse"
+    (converted code run as on torch_npu: rehearse()), else "on"."""
+    value = os.environ.get("TRANSFER_TO_NPU", "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return "off"
+    return "rehearse" if value == "rehearse" else "on"
 
 
 if not _run_by_our_cli():
-    if not _refused():
+    if _mode() == "rehearse":
+        rehearse()
+    elif _mode() == "on":
         enable()
     # The dump (accuracy/dump.py) loads only when asked for: off, nothing of it
     # exists.

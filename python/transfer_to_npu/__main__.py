@@ -2,6 +2,7 @@
 
     python -m transfer_to_npu [--log N] [--log-file FILE] [--report FILE] script.py [args...]
     python -m transfer_to_npu [options] -m module [args...]
+    python -m transfer_to_npu --rehearse script.py [args...]   (a converted copy, as on torch_npu)
     python -m transfer_to_npu --list [--torch-npu VERSION]
     python -m transfer_to_npu analyze PATH... [--output DIR]   (static/analyze.py)
     python -m transfer_to_npu convert SRC DST                  (static/convert.py)
@@ -47,6 +48,9 @@ def _parser():
     p.add_argument("--dump-check", action="store_const", const="1", help="with --dump: run each "
                    "recorded call again on the host in float64 and judge it alone "
                    "(TRANSFER_TO_NPU_DUMP_CHECK=1)")
+    p.add_argument("--rehearse", action="store_true",
+                   help="run a converted copy as torch_npu would run it: the npu, torch_npu's "
+                        "API, nothing of CUDA's mapped (TRANSFER_TO_NPU=rehearse)")
     p.add_argument("--list", action="store_true", help="print the mapping table and exit")
     p.add_argument("--torch-npu", metavar="VERSION",
                    help="with --list: the table torch_npu VERSION (a release line, such as "
@@ -185,10 +189,15 @@ def main(argv=None):
     for option, variable in _DUMP_OPTIONS[1:]:
         if getattr(opts, option) is not None and opts.dump is None:
             parser.error(f"--{option.replace('_', '-')} goes with --dump")
+    if opts.rehearse and opts.list:
+        parser.error("--rehearse runs a script: it maps nothing to --list")
+    if opts.rehearse and opts.backend == "cpu":
+        parser.error("--rehearse runs on the npu: --backend cpu has none")
 
     # The environment carries the settings to every process the script
-    # starts: TRANSFER_TO_NPU=1 migrates them at their first torch import.
-    os.environ["TRANSFER_TO_NPU"] = "1"
+    # starts: TRANSFER_TO_NPU=1 migrates them at their first torch import
+    # (rehearse: runs them as on torch_npu).
+    os.environ["TRANSFER_TO_NPU"] = "rehearse" if opts.rehearse else "1"
     if opts.log is not None:
         os.environ["TRANSFER_TO_NPU_LOG"] = str(opts.log)
     if opts.log_file is not None:
@@ -208,6 +217,8 @@ def main(argv=None):
             table, backend = _surface_table(opts.torch_npu)
         except ValueError as exc:
             parser.error(f"--torch-npu: {exc}")
+    elif opts.rehearse:
+        transfer_to_npu.rehearse()
     else:
         transfer_to_npu.enable()
     if not opts.list and os.environ.get("TRANSFER_TO_NPU_DUMP"):

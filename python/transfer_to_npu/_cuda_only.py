@@ -1,5 +1,5 @@
-"""CUDA-only packages and compiled CUDA extensions: what each is, and what
-to use on the NPU.  One list for both sides: while migrating, the import of
+"""CUDA-only packages, compiled CUDA extensions and NVIDIA's programs: what
+each is, and what to use on the NPU.  One list for both sides: while migrating, the import of
 an extension that is not installed fails naming what to use (``_served``);
 the static tools report each import of a package or an extension
 (``static/scan.py``).
@@ -33,6 +33,11 @@ PACKAGES = {
                            "torch.nn layers in bfloat16, or torch_npu's fused operators"),
     "nvidia.dali": ("NVIDIA DALI (data loading on the GPU)",
                     "torch.utils.data.DataLoader with host transforms"),
+    "mamba_ssm": ("Mamba's selective-scan CUDA kernels",
+                  "the selective scan in torch ops (mamba_ssm's reference, "
+                  "selective_scan_ref), or an Ascend C port"),
+    "causal_conv1d": ("the causal depthwise conv1d CUDA kernels",
+                      "torch.nn.functional.conv1d with left padding (groups=channels)"),
 }
 
 # Compiled extension module -> the package whose build makes it.  Code
@@ -47,6 +52,15 @@ EXTENSIONS = {
     "flash_attn_2_cuda": "flash_attn", "flash_attn_cuda": "flash_attn",
     "dropout_layer_norm": "flash_attn", "rotary_emb": "flash_attn",
     "fused_dense_lib": "flash_attn", "xentropy_cuda_lib": "flash_attn",
+    "selective_scan_cuda": "mamba_ssm", "causal_conv1d_cuda": "causal_conv1d",
+}
+
+# Programs of NVIDIA's that code runs (subprocess, os.system) -> (what it is,
+# what to use on the NPU).
+TOOLS = {
+    "nvidia-smi": ("NVIDIA's device management tool",
+                   "npu-smi (npu-smi info), or torch.npu's device and memory functions"),
+    "nvcc": ("the CUDA compiler", "Ascend C and its build tools for kernels"),
 }
 
 

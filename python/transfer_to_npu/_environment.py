@@ -156,6 +156,10 @@ def rows():
     return out
 
 
+#: The CANN home the virtual NPU gives (with no CANN in it).
+VIRTUAL_HOME = os.path.join(os.path.dirname(__file__), "backends", "virtual")
+
+
 def backend_rows(backend):
     """On the virtual NPU, whose collectives are gloo's: the network
     interface HCCL is given (or NCCL was, carried above), for gloo; and a
@@ -171,12 +175,11 @@ def backend_rows(backend):
         carried = gloo_interface(value)
         if carried is None:
             value = None
-    home = os.path.join(os.path.dirname(__file__), "backends", "virtual")
     return [_row("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME (the virtual NPU's collectives)",
                  "environment", "GLOO_SOCKET_IFNAME", value, carried),
             _row("ASCEND_HOME_PATH", "ASCEND_HOME_PATH (the virtual NPU's: no CANN)",
                  "environment", "ASCEND_HOME_PATH",
-                 "" if "ASCEND_HOME_PATH" not in environ else None, home)]
+                 "" if "ASCEND_HOME_PATH" not in environ else None, VIRTUAL_HOME)]
 
 
 def gloo_interface(spec, names=None):

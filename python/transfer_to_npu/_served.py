@@ -6,7 +6,8 @@ One finder (``Finder``), put first on ``sys.meta_path`` by enable() and
 taken off by disable(), which also takes the served names out of
 ``sys.modules`` (``forget()``): with migration off, ``import torch_npu``
 fails as it did, so that a library probing for it does not take every
-machine for an Ascend one.  Each served
+machine for an Ascend one.  While a converted copy is rehearsed
+(rehearse()), it serves torch_npu alone, as an Ascend machine has it.  Each served
 name is a module of this package (``served/``), or torch's own, under a
 second name, as ``torch.npu.amp`` is served (backends/virtual/npu.py).
 Their functions and classes are rows of the mapping table
@@ -42,7 +43,7 @@ MODULES = {
     "torch_npu": ".served.torch_npu",
     "torch_npu.npu": "torch.npu",
     "torch_npu.contrib": ".served.torch_npu_contrib",
-    "torch_npu.contrib.transfer_to_npu": ".served.torch_npu_contrib",
+    "torch_npu.contrib.transfer_to_npu": ".served.torch_npu_transfer",
     "torch_npu.optim": ".served.torch_npu_optim",
     "flash_attn": ".served.flash_attn",
     "flash_attn.flash_attn_interface": ".served.flash_attn",
@@ -179,14 +180,29 @@ def _normalized(name):
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+def _serving():
+    """The packages served now: all while migrating, torch_npu alone while
+    rehearsing converted code (torch_npu as it is: the CUDA-only packages
+    are not on an Ascend machine), none otherwise."""
+    if _C.is_enabled():
+        return PACKAGES
+    return _REHEARSED if sys.modules[_PACKAGE].rehearsing else ()
+
+
+_REHEARSED = ("torch_npu",)
+
+
 class Finder:
     """The finder of the served names, first on sys.meta_path while
-    migrating."""
+    migrating or rehearsing."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
         top = name.partition(".")[0]
-        if (top not in PACKAGES and top not in EXTENSIONS) or not _C.is_enabled():
+        if top not in PACKAGES and top not in EXTENSIONS:
+            return None
+        serving = _serving()
+        if top not in serving and (serving is not PACKAGES or top not in EXTENSIONS):
             return None
         return find_spec(name, backends.installed)
 
@@ -194,10 +210,8 @@ class Finder:
     def find_distributions(context=importlib.metadata.DistributionFinder.Context()):
         """The served packages' distributions (those named by context),
         but for a package an installed one is used in place of."""
-        if not _C.is_enabled():
-            return []
         wanted = None if context.name is None else _normalized(context.name)
-        return [_Distribution(top) for top in PACKAGES
+        return [_Distribution(top) for top in _serving()
                 if wanted in (None, top) and _offered(top, backends.installed)
                 and not _yields(top, backends.installed)]
 
@@ -213,9 +227,12 @@ def submodule(package, name):
                          f"{PACKAGES[package.partition('.')[0]]}")
 
 
-def forget():
-    """Take the names served out of sys.modules (disable())."""
+def forget(keep=()):
+    """Take the names served out of sys.modules (disable()), but for those
+    of the packages in keep."""
     for name, module in list(_served.items()):
+        if name.partition(".")[0] in keep:
+            continue
         if sys.modules.get(name) is module:
             del sys.modules[name]
-    _served.clear()
+        del _served[name]

@@ -678,10 +678,27 @@ Wrapper_subclasscheck(WrapperObject *self, PyObject *cls)
 static PyObject *
 Wrapper_mro_entries(WrapperObject *self, PyObject *bases)
 {
-    PyObject *target = wrapper_target(self);
+    PyObject *target = wrapper_target(self), *method = NULL, *result = NULL;
 
-    (void)bases;
-    return target == NULL ? NULL : PyTuple_Pack(1, target);
+    if (target == NULL)
+        goto exit;
+    /* A target that adapts CUDA's arguments to a class's own
+     * (_rules/call_shapes.py: Adapted) says which class it makes. */
+    if (!PyType_Check(target)) {
+        method = PyObject_GetAttrString(target, "__mro_entries__");
+        if (method != NULL) {
+            result = PyObject_CallOneArg(method, bases);
+            goto exit;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            goto exit;
+        PyErr_Clear();
+    }
+    result = PyTuple_Pack(1, target);
+
+exit:
+    Py_XDECREF(method);
+    return result;
 }
 
 /* `torch.cuda.Stream | None`, as annotations write it (evaluated when a

@@ -7,7 +7,7 @@ CUDA source and a link.  Properties checked on each input:
   ("not scanned: the tool failed on it");
 * a converted file parses, holds no string the original and the edits do
   not (an edit made twice, or at the wrong place), and converting it again
-  changes nothing;
+  changes nothing; a file skipped is its original with one line saying so;
 * a file repeated to 64 KB (one input in eight) is scanned and converted
   within a bound that a quadratic pass over it would exceed by far.
 
@@ -108,6 +108,9 @@ def check_linear(text):
         raise AssertionError(f"{spent:.1f} s for 64 KB: not linear")
 
 
+_MARK = (rewrite.COMMENT + "not converted: ").encode()
+
+
 def test_one_input(raw):
     data = atheris.FuzzedDataProvider(raw)
     linear = data.ConsumeIntInRange(0, 7) == 0
@@ -137,7 +140,15 @@ def test_one_input(raw):
     out = os.path.join(os.fsencode(once), fname)
     with open(out, "rb") as f:
         converted = f.read()
-    if converted != text.encode("utf-8", "surrogatepass"):
+    original = text.encode("utf-8", "surrogatepass")
+    if converted != original and _MARK in converted and _MARK not in original:
+        # Skipped (it does not read as Python): copied with a line saying so.
+        at = converted.index(_MARK)
+        end = converted.find(b"\n", at) + 1 or converted.find(b"\r", at) + 1 or len(converted)
+        if converted[:at] + converted[end:] not in (original, original + converted[end - 1:end]) \
+                and converted[:at].rstrip(b"\r\n") + converted[end:] != original:
+            raise AssertionError("a file skipped is not its original with one line added")
+    elif converted != original:
         made = set()
         for f in report.findings:
             for e in f.edits:

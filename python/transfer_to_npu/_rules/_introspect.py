@@ -77,8 +77,13 @@ def parameters(fn):
     class's; None when they cannot be known."""
     skip = 0
     if isinstance(fn, type):
-        fn = fn.__init__
-        skip = 1
+        cls, fn, skip = fn, fn.__init__, 1
+        for klass in cls.__mro__:  # a class made by its __new__ (torch.cuda.Stream)
+            if "__init__" in vars(klass):
+                break
+            if "__new__" in vars(klass):
+                fn = cls.__new__
+                break
     code = _code(fn)
     if code is None:
         return _text_signature(fn)

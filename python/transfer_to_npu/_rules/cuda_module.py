@@ -10,7 +10,7 @@ stand-in made from a torch_npu release's surface (``surfaces.load``).
 import types
 
 from .. import _C
-from ._introspect import device_position, module_has
+from ._introspect import device_position, module_has, original
 from ._row import row
 from .identity import FUNCTIONS as IDENTITY
 
@@ -88,21 +88,45 @@ def _names(npu):
     return "torch.npu", "torch:npu."
 
 
+def _is_ours(npu):
+    """Whether the device module is this package's (the virtual NPU's, the
+    host's), whose functions take CUDA's calls as they are
+    (tests/test_call_shapes.py); torch_npu's may name or place a parameter
+    otherwise."""
+    return getattr(npu, "VIRTUAL", False) or getattr(npu, "__name__", "").endswith(
+        ".backends.cpu")
+
+
+def _target(source, cuda_obj, npu_obj, ref, adapt):
+    """What a row of source calls: its counterpart found by ref, or, where
+    the counterpart takes CUDA's arguments otherwise, a call that adapts
+    them (call_shapes.Adapted)."""
+    if adapt:
+        from . import call_shapes  # torch_npu's only: the process of another backend never loads it
+
+        if call_shapes.differ(cuda_obj, npu_obj):
+            return call_shapes.Adapted(source, cuda_obj, ref)
+    return ref
+
+
 def rows(torch, npu=None):
     npu = torch.npu if npu is None else npu
     npu_name, ref = _names(npu)
-    out = _module_rows(torch.cuda, npu, "torch.cuda", npu_name, ref)
+    adapt = not _is_ours(npu)
+    out = _module_rows(torch.cuda, npu, "torch.cuda", npu_name, ref, adapt)
     for sub in SUBMODULES:
         cuda_sub, npu_sub = getattr(torch.cuda, sub, None), getattr(npu, sub, None)
         if isinstance(cuda_sub, types.ModuleType) and isinstance(npu_sub, types.ModuleType):
             out += _module_rows(cuda_sub, npu_sub, f"torch.cuda.{sub}", f"{npu_name}.{sub}",
-                                f"{ref}{sub}.")
+                                f"{ref}{sub}.", adapt)
     for source, target in counterparts(torch.cuda, npu).items():
         owner, _, name = f"torch.cuda.{source}".rpartition(".")
-        found = _find(npu, target)
-        out.append(row(f"torch.cuda.{source}", f"{npu_name}.{target}", _kind(found),
-                       _C.MODE_REDIRECT, owner, name, f"{ref}{target}",
-                       device_position(found)))
+        cuda_obj = original(_find(torch.cuda, source))
+        out.append(row(f"torch.cuda.{source}", f"{npu_name}.{target}", _kind(_find(npu, target)),
+                       _C.MODE_REDIRECT, owner, name,
+                       _target(f"torch.cuda.{source}", cuda_obj, _find(npu, target),
+                               f"{ref}{target}", adapt),
+                       device_position(cuda_obj)))
     return out
 
 
@@ -110,7 +134,7 @@ def _kind(target):
     return "class" if isinstance(target, type) else "function"
 
 
-def _module_rows(cuda, npu, cuda_name, npu_name, ref):
+def _module_rows(cuda, npu, cuda_name, npu_name, ref, adapt):
     out = []
     # Targets named by reference ("torch:npu.synchronize"), found at their
     # first call.
@@ -128,6 +152,11 @@ def _module_rows(cuda, npu, cuda_name, npu_name, ref):
             continue
         if isinstance(target, types.ModuleType) or not callable(target):
             continue
+        # The call's arguments are CUDA's: a device among them is where
+        # CUDA's function has it.
+        cuda_obj = original(getattr(cuda, name))
         out.append(row(f"{cuda_name}.{name}", f"{npu_name}.{name}", _kind(target),
-                       _C.MODE_REDIRECT, cuda, name, f"{ref}{name}", device_position(target)))
+                       _C.MODE_REDIRECT, cuda, name,
+                       _target(f"{cuda_name}.{name}", cuda_obj, target, f"{ref}{name}", adapt),
+                       device_position(cuda_obj)))
     return out

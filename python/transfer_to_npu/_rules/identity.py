@@ -249,6 +249,35 @@ FUNCTIONS = {
 }
 
 
+# --- the answers as a converted copy writes them (static/convert) ----------
+# torch_npu as it is answers none of these questions as a GPU would (its
+# get_device_capability() is None): converted code gets the policy's
+# answers written in place of the question, or asks torch_npu what it has.
+
+#: Questions answered by a constant: the call replaced by its answer.
+ANSWERED_CALLS = {
+    "torch.cuda.get_device_capability": repr(CAPABILITY),
+    "torch.cuda.get_arch_list": repr(list(ARCH_LIST)),
+    "torch.cuda.is_tf32_supported": repr(is_tf32_supported()),
+}
+
+#: Values answered by a constant: the name replaced by its answer.
+ANSWERED_VALUES = {"torch.version.cuda": repr(CUDA_VERSION)}
+
+#: Questions torch_npu answers itself, asked with no arguments (its own take
+#: none: ``is_bf16_supported(including_emulation=...)`` is CUDA's).
+WITHOUT_ARGUMENTS = ("torch.cuda.is_bf16_supported",)
+
+#: The fields of ``get_device_properties(i)`` as converted code reads them:
+#: torch_npu's own field (its name) where the npu reports it, else the
+#: policy's constant, as CudaDeviceProperties answers.
+PROPERTY_FIELDS = dict(
+    {k: v for k, v in _AMPERE.items() if k != "multi_processor_count"},
+    major=CAPABILITY[0], minor=CAPABILITY[1], is_integrated=0,
+    name="name", total_memory="total_memory", gcnArchName="name",
+    multi_processor_count="cube_core_num")
+
+
 def _has_hf32(npu, name):
     switch = getattr(npu, name, None)
     return switch is not None and isinstance(getattr(switch, "allow_hf32", None), bool)

@@ -14,8 +14,13 @@ while its launcher runs (the processes it starts inherit the number; one
 that runs the job's first rank in its own process keeps them) and while
 its accelerator holds a device (setup_device to teardown): a later Trainer
 finds the node as it was.  TRANSFER_TO_NPU_VIRTUAL_DEVICES fixes the
-number, and a refusal then names it.  The rows wait in the import hook
-until Lightning is imported.
+number, and a refusal then names it.
+
+A checkpoint written on the npu has its storages tagged "npu:N", which
+Lightning's default map_location (load_from_checkpoint) does not know as
+the migrated CUDA's: they go to the cpu when its CUDA accelerator finds no
+device, as "cuda:N" storages do.  The rows wait in the import hook until
+Lightning is imported.
 """
 
 import os
@@ -46,6 +51,9 @@ LAUNCHERS = {
 # Where Lightning checks that the GPUs asked for exist.
 DEVICE_PARSERS = ("lightning.fabric.utilities.device_parser",
                   "lightning_fabric.utilities.device_parser")
+
+# Where Lightning's default map_location for checkpoints is.
+SAVING = ("lightning.pytorch.core.saving", "pytorch_lightning.core.saving")
 
 # What each accelerator holds from setup_device to teardown.
 _held = weakref.WeakKeyDictionary()
@@ -114,6 +122,20 @@ def sanitize_gpu_ids(original):
     return _sanitize_gpu_ids
 
 
+def default_map_location(original):
+    """_default_map_location(storage, location), as for a CUDA storage when
+    the location is the npu's."""
+    accelerator = getattr(original, "__globals__", {}).get("CUDAAccelerator")
+
+    def _default_map_location(storage, location):
+        if (accelerator is not None and isinstance(location, str)
+                and location.startswith("npu") and not accelerator.is_available()):
+            return storage.cpu()
+        return original(storage, location)
+
+    return _default_map_location
+
+
 def _launched_for(launcher, trainer):
     """How many virtual NPUs a launch needs: the highest npu index of its
     strategy's devices plus one (none for a job on other devices), or, when
@@ -171,4 +193,8 @@ def rows(torch):
                 "function", _C.MODE_REDIRECT, module, "_sanitize_gpu_ids",
                 f"{__name__}:sanitize_gpu_ids()", kws=())
             for module in DEVICE_PARSERS]
+    out += [row(f"{module}._default_map_location",
+                f"{module}._default_map_location (npu storages)", "function", _C.MODE_REDIRECT,
+                module, "_default_map_location", f"{__name__}:default_map_location()", kws=())
+            for module in SAVING]
     return out

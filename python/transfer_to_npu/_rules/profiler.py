@@ -6,6 +6,7 @@ torch_npu.profiler's, with torch's activities translated (CUDA -> NPU)."""
 import functools
 
 from .. import _C
+from ._introspect import original
 from ._row import row
 
 
@@ -25,16 +26,24 @@ def use_npu(init):
 
 
 def npu_profile(original):
-    """torch_npu.profiler.profile taking torch.profiler's activities."""
+    """torch_npu.profiler.profile taking torch.profiler's arguments (as
+    torch_npu's parameters take them: call_shapes.Keywords) and activities."""
     import torch
     import torch_npu
+
+    from . import call_shapes
 
     npu_profiler = torch_npu.profiler
     cpu, npu = npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU
     torch_cpu = torch.profiler.ProfilerActivity.CPU
+    keywords = call_shapes.Keywords("torch.profiler.profile", original, npu_profiler.profile,
+                                    "torch_npu.profiler.profile")
 
     class profile(npu_profiler.profile):
-        def __init__(self, *args, activities=None, **kwargs):
+        def __init__(self, *args, **kwargs):
+            if keywords.adapts:
+                args, kwargs = (), keywords(args, kwargs)
+            activities = kwargs.pop("activities", None)
             if activities is not None:
                 translated = []
                 for a in activities:
@@ -48,6 +57,13 @@ def npu_profile(original):
             super().__init__(*args, activities=activities, **kwargs)
 
     profile.__qualname__ = profile.__name__ = "profile"
+    # torch's methods (export_chrome_trace(path)...) as torch_npu's take them.
+    for name in dir(original):
+        mine, theirs = getattr(original, name), getattr(npu_profiler.profile, name, None)
+        if not name.startswith("_") and callable(mine) and callable(theirs) and \
+                call_shapes.differ(mine, theirs):
+            setattr(profile, name, call_shapes.adapted_method(f"torch.profiler.profile.{name}",
+                                                              mine, theirs))
     return profile
 
 
@@ -56,13 +72,18 @@ def _torch_npu_rows(torch, torch_npu):
     if npu_profiler is None or not all(
             hasattr(npu_profiler, n) for n in ("profile", "ProfilerActivity")):
         return []
+    from . import call_shapes
+
     out = [row("torch.profiler.profile", "torch_npu.profiler.profile", "class", _C.MODE_REDIRECT,
                torch.profiler, "profile", f"{__name__}:npu_profile()", kws=())]
     for name in ("schedule", "tensorboard_trace_handler"):
         if hasattr(npu_profiler, name):
-            out.append(row(f"torch.profiler.{name}", f"torch_npu.profiler.{name}", "function",
-                           _C.MODE_REDIRECT, torch.profiler, name, f"torch_npu:profiler.{name}",
-                           kws=()))
+            source, found = f"torch.profiler.{name}", original(getattr(torch.profiler, name))
+            target = f"torch_npu:profiler.{name}"
+            if call_shapes.differ(found, getattr(npu_profiler, name)):
+                target = call_shapes.Adapted(source, found, target)
+            out.append(row(source, f"torch_npu.profiler.{name}", "function", _C.MODE_REDIRECT,
+                           torch.profiler, name, target, kws=()))
     if hasattr(npu_profiler, "ProfilerAction"):
         # What a schedule returns, and torch_npu's profile compares with
         # its own enum's members: a custom schedule (a function of the

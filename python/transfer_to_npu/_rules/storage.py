@@ -1,5 +1,5 @@
 """Storages: UntypedStorage(n, device='cuda'), storage.cuda(),
-storage.is_cuda."""
+storage.is_cuda; CUDA's IPC of a storage, which has no counterpart."""
 
 from .. import _C
 from ._row import row
@@ -19,4 +19,16 @@ def rows(torch):
         if hasattr(cls, "is_npu"):
             out.append(row(f"torch.{name}.is_cuda", f"torch.{name}.is_npu", "attribute",
                            _C.MODE_ATTRIBUTE, cls, "is_cuda", "is_npu"))
+    # A storage shared with another process through CUDA's IPC handles
+    # (what torch.multiprocessing does with a CUDA tensor, and code that
+    # hands weights to another process): no counterpart for an npu storage.
+    for name in IPC:
+        if hasattr(untyped, name):
+            out.append(row(f"torch.UntypedStorage.{name}", IPC_REASON, "unsupported",
+                           _C.MODE_UNSUPPORTED, untyped, name, None, kws=()))
     return out
+
+
+IPC = ("_share_cuda_", "_new_shared_cuda", "_release_ipc_counter_cuda")
+IPC_REASON = ("CUDA IPC shares a storage with another process through CUDA: an npu storage "
+              "has no such handle")

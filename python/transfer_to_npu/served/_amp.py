@@ -346,8 +346,8 @@ def state_dict(destination=None):
     return out
 
 
-def load_state_dict(state):
+def load_state_dict(state_dict):
     for i, scaler in enumerate(_state["scalers"]):
-        saved = state.get(f"loss_scaler{i}")
+        saved = state_dict.get(f"loss_scaler{i}")
         if saved is not None:
             scaler.scale, scaler.unskipped = float(saved["loss_scale"]), int(saved["unskipped"])

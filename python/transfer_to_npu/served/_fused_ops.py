@@ -2,9 +2,12 @@
 in torch ops (autograd differentiates them): the ones that transformers,
 diffusers, DeepSpeed's NPU accelerator and Ascend's model scripts call.
 
-Signatures and results are torch_npu's (2.5's documentation and its meta
-registrations): the same arguments, the same tuples, the same shapes.
+Signatures and results are torch_npu's (its op schemas, as Python's
+bindings take them, tests/data/served_surfaces.json; its documentation and
+meta registrations): the same arguments, the same tuples, the same shapes.
 """
+
+import reprlib
 
 import torch
 import torch.nn.functional as F
@@ -71,13 +74,18 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
                          atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=_NO_LIMIT,
                          next_tockens=_NO_LIMIT, inner_precise=0, prefix=None,
                          actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
-                         gen_mask_parallel=True, sync=False):
+                         gen_mask_parallel=True, sync=False, softmax_layout="", sink=None,
+                         dropout_mask=None, seed=0, offset=0):
     """y = Dropout(Softmax(Mask(scale * (pse + query key^T), atten_mask)),
     keep_prob) value: (attention_out, softmax_max, softmax_sum,
     softmax_out, seed, offset, numels), softmax_max and softmax_sum float32
-    of (B, N, Sq, 8) ((T, N, 8) for TND)."""
+    of (B, N, Sq, 8) ((T, N, 8) for TND).  The dropout draws from the host's
+    generator: seed and offset, which place Ascend's own draws, are taken
+    and not read."""
     if not 0.0 < keep_prob <= 1.0:
         raise ValueError(f"npu_fusion_attention: keep_prob={keep_prob!r} must be in (0, 1]")
+    _not_served("npu_fusion_attention", softmax_layout=(softmax_layout, ""), sink=(sink, None),
+                dropout_mask=(dropout_mask, None))
     if padding_mask is not None:
         raise NotImplementedError("npu_fusion_attention: padding_mask is not supported (nor is "
                                   "it by torch_npu)")
@@ -99,6 +107,16 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     out, row_max, row_sum = math_attention(q, k, v, scale, keep, pse, 0.0, dropout_p,
                                            pre_scale_bias=True)
     return _results(_from_bnsd(out.to(query.dtype), input_layout), row_max, row_sum, query)
+
+
+def _not_served(op, **given):
+    """NotImplementedError naming the first argument given another value
+    than its default ({name: (value, default)}): the op takes it as
+    torch_npu's does, the virtual NPU has no math for it yet."""
+    for name, (value, default) in given.items():
+        if value is not default and (isinstance(value, torch.Tensor) or value != default):
+            raise NotImplementedError(f"{op}: {name}={reprlib.repr(value)} is not available on "
+                                      f"the virtual NPU (only {name}={default!r})")
 
 
 def _results(out, row_max, row_sum, query):
@@ -146,19 +164,22 @@ def _varlen_attention(query, key, value, head_num, pse, atten_mask, scale, dropo
 
 # --- norms, rotary embedding, gated activations ----------------------------
 
-def npu_rms_norm(self, gamma, epsilon=1e-6):
+# The tensor an op works on is named input, as torch_npu's bindings name it.
+
+def npu_rms_norm(input, gamma, epsilon=1e-6):
     """(x / sqrt(mean(x^2) + epsilon) * gamma, 1 / sqrt(mean(x^2) +
     epsilon)) over the last gamma.dim() dimensions, in float32; the second
     result float32 with those dimensions kept as 1."""
-    dims = tuple(range(self.dim() - gamma.dim(), self.dim()))
-    x = self.float()
+    dims = tuple(range(input.dim() - gamma.dim(), input.dim()))
+    x = input.float()
     rstd = torch.rsqrt(x.pow(2).mean(dim=dims, keepdim=True) + epsilon)
-    return (x * rstd * gamma.float()).to(self.dtype), rstd
+    return (x * rstd * gamma.float()).to(input.dtype), rstd
 
 
-def npu_rotary_mul(input, r1, r2, rotary_mode="half"):
+def npu_rotary_mul(input, r1, r2, rotary_mode="half", rotate=None):
     """r1 * x + r2 * rotate(x): rotate_half ('half': (-x2, x1) of the two
     halves) or interleaved ('interleave': (-x_odd, x_even) pairs)."""
+    _not_served("npu_rotary_mul", rotate=(rotate, None))
     if rotary_mode == "half":
         x1, x2 = input.chunk(2, dim=-1)
         rotated = torch.cat((-x2, x1), dim=-1)
@@ -170,29 +191,33 @@ def npu_rotary_mul(input, r1, r2, rotary_mode="half"):
     return r1 * input + r2 * rotated
 
 
-def npu_swiglu(self, dim=-1):
+def npu_swiglu(input, dim=-1):
     """silu(a) * b, a and b the two halves of x along dim."""
-    a, b = self.chunk(2, dim=dim)
+    a, b = input.chunk(2, dim=dim)
     return F.silu(a) * b
 
 
-def npu_geglu(self, dim=-1, approximate=1, activate_left=False):
+def npu_geglu(input, dim=-1, approximate=1, activate_left=False):
     """(x_linear * gelu(x_gate), gelu(x_gate)), the halves of x along dim:
     the gate is the right half, or the left with activate_left;
     approximate 1 is gelu's tanh form, 0 its exact one."""
     if approximate not in (0, 1):
         raise ValueError(f"npu_geglu: approximate={approximate!r} must be 0 (none) or 1 (tanh)")
-    first, second = self.chunk(2, dim=dim)
+    first, second = input.chunk(2, dim=dim)
     gate, linear = (first, second) if activate_left else (second, first)
     gelu = F.gelu(gate, approximate="tanh" if approximate else "none")
     return linear * gelu, gelu
 
 
-def npu_format_cast(self, acl_format):
-    """The tensor itself: the virtual NPU keeps one format (ND)."""
-    if not isinstance(acl_format, int):
-        raise TypeError(f"npu_format_cast: acl_format={acl_format!r} must be an int")
-    return self
+def npu_format_cast(input, acl_format=None, *, dst=None, customize_dtype=None, input_dtype=None):
+    """The tensor itself: the virtual NPU keeps one format (ND), whatever
+    the format asked for (an int, or a tensor's: torch_npu's overload that
+    takes one, dst) and its dtypes."""
+    acl_format = acl_format if dst is None else dst
+    if not isinstance(acl_format, (int, torch.Tensor)) or isinstance(acl_format, bool):
+        raise TypeError(f"npu_format_cast: acl_format={acl_format!r} must be an int (or a "
+                        f"tensor of the format)")
+    return input
 
 
 # --- optimizer steps (DeepSpeed's NPU FusedAdam) ---------------------------

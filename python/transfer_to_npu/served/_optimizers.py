@@ -148,7 +148,22 @@ class FusedLAMB(torch.optim.Optimizer):
         return loss
 
 
-class NpuFusedAdam(torch.optim.Adam):
+class _NpuFused:
+    """What torch_npu's fused optimizers have of their own: zero_grad()
+    zeroes the gradients (set_to_none=False, their default), and
+    clip_grad_norm_fused_ clips every group's together."""
+
+    def zero_grad(self, set_to_none=False):
+        super().zero_grad(set_to_none)
+
+    def clip_grad_norm_fused_(self, max_norm, norm_type=2):
+        """The gradients of every group scaled to a total norm of at most
+        max_norm; their total norm before."""
+        return torch.nn.utils.clip_grad_norm_(
+            [p for group in self.param_groups for p in group["params"]], max_norm, norm_type)
+
+
+class NpuFusedAdam(_NpuFused, torch.optim.Adam):
     """torch_npu.optim.NpuFusedAdam: torch.optim.Adam."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -157,7 +172,7 @@ class NpuFusedAdam(torch.optim.Adam):
                          amsgrad=amsgrad)
 
 
-class NpuFusedAdamW(torch.optim.AdamW):
+class NpuFusedAdamW(_NpuFused, torch.optim.AdamW):
     """torch_npu.optim.NpuFusedAdamW: torch.optim.AdamW."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
@@ -166,7 +181,7 @@ class NpuFusedAdamW(torch.optim.AdamW):
                          amsgrad=amsgrad)
 
 
-class NpuFusedSGD(torch.optim.SGD):
+class NpuFusedSGD(_NpuFused, torch.optim.SGD):
     """torch_npu.optim.NpuFusedSGD: torch.optim.SGD."""
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,

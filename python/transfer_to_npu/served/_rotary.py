@@ -126,10 +126,10 @@ class ApplyRotaryEmb(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, do):
         cos, sin = ctx.saved_tensors
         offsets, cu_seqlens, max_seqlen, interleaved, inplace = ctx.args
-        grad = apply_rotary(grad, cos, sin, offsets, cu_seqlens, max_seqlen, interleaved,
+        grad = apply_rotary(do, cos, sin, offsets, cu_seqlens, max_seqlen, interleaved,
                             inplace, conjugate=True)
         return grad, None, None, None, None, None, None, None
 
@@ -262,8 +262,10 @@ class RotaryEmbedding(torch.nn.Module):
     the longest sequence seen, applied in place to a packed qkv or to q and
     a packed kv."""
 
-    def __init__(self, dim, base=10000.0, interleaved=False, scale_base=None,
-                 pos_idx_in_fp32=True, device=None):
+    # pos_idx_in_fp32: flash_attn's before 2.8, by name (2.8 puts device
+    # in its place; positions are float32).
+    def __init__(self, dim, base=10000.0, interleaved=False, scale_base=None, device=None, *,
+                 pos_idx_in_fp32=True):
         super().__init__()
         self.dim = dim
         self.base = float(base)

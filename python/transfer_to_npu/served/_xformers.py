@@ -97,7 +97,9 @@ class BlockDiagonalMask(AttentionBias):
         self.q_seqlen, self.kv_seqlen = q_seqlen, kv_seqlen
 
     @classmethod
-    def from_seqlens(cls, q_seqlen, kv_seqlen=None):
+    def from_seqlens(cls, q_seqlen, kv_seqlen=None, *, device=None):
+        # device: where xformers keeps the lengths; here the mask is made
+        # where the attention's tensors are.
         q = _lengths(q_seqlen, "q_seqlen")
         kv = q if kv_seqlen is None else _lengths(kv_seqlen, "kv_seqlen")
         if len(q) != len(kv):

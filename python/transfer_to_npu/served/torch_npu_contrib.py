@@ -1,6 +1,5 @@
-"""torch_npu.contrib, and Ascend's one-liner ``from torch_npu.contrib
-import transfer_to_npu`` (both served by this module): served only while
-this package migrates, so that the line means the migration already on."""
+"""torch_npu.contrib on the virtual NPU: a package, whose module
+transfer_to_npu (Ascend's one-liner) is torch_npu_transfer.py."""
 
 from .. import _served
 

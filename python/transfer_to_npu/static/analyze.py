@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from . import scan as _scan, sources as _sources, spellings as _spellings
+from . import scan as _scan, sources as _sources, spellings as _spellings, targets as _targets
 from .scan import CUDA_OP
 from .sources import SourceError
 from .report import Report, shown
@@ -46,14 +46,15 @@ def count_lines(text):
 
 
 def scan_python(spellings, path, data, insert="torch_npu"):
-    """(findings, lines, source text, tree) of one Python file's bytes;
-    SourceError when it cannot be read as Python."""
+    """(scan, lines, source text, tree) of one Python file's bytes (its
+    findings: scan.findings); SourceError when it cannot be read as
+    Python."""
     text = _sources.decode_python(data)
     tree = _sources.parse_python(text, path)
-    findings = _scan.scan(spellings, text, tree, insert)
-    for f in findings:
+    scanned = _scan.scan_file(spellings, text, tree, insert, not _sources.is_test(path))
+    for f in scanned.findings:
         f.file = path
-    return findings, count_lines(text), text, tree
+    return scanned, count_lines(text), text, tree
 
 
 def cuda_findings(path, data, kind):
@@ -91,6 +92,7 @@ def analyze(paths, spellings_=None, progress=None):
     report = Report("analyze", paths)
     progress = progress if progress is not None else _sources.Progress("analyze")
     start = time.perf_counter()
+    uses, pending = _targets.Uses(), []
     for root in paths:
         for entry in _sources.walk(root):
             if entry.error is not None:
@@ -104,7 +106,10 @@ def analyze(paths, spellings_=None, progress=None):
             try:
                 data = _sources.read_bytes(entry.path)
                 if entry.kind == "python":
-                    findings, lines, _, _ = scan_python(sp, entry.path, data)
+                    scanned, lines, _, _ = scan_python(sp, entry.path, data)
+                    findings = scanned.findings
+                    uses.add(entry.path, entry.rel, scanned)
+                    pending += scanned.pending
                     report.files += 1
                     report.lines += lines
                 else:
@@ -119,6 +124,9 @@ def analyze(paths, spellings_=None, progress=None):
             report.findings.extend(findings)
             progress.update(f"{report.files} Python files, {report.lines:,} lines, "
                             f"{len(report.findings)} findings")
+    dropped = uses.settle(pending)
+    if dropped:
+        report.findings = [f for f in report.findings if id(f) not in dropped]
     progress.done()
     report.seconds = time.perf_counter() - start
     return report

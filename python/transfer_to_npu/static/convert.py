@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 
-from . import rewrite, sources as _sources
+from . import rewrite, sources as _sources, targets as _targets
 from .sources import SourceError
 from .report import Report, shown
 
@@ -93,6 +93,7 @@ def convert(src, dst, output=None, spellings_=None, progress=None, mode="npu"):
     progress = progress if progress is not None else _sources.Progress("convert")
     start = time.perf_counter()
     os.makedirs(dst, exist_ok=True)
+    uses, held = _targets.Uses(), []
     for entry in _sources.walk(src, skip, top_skip):
         out = os.path.join(dst, entry.rel)
         if entry.error is not None:
@@ -102,17 +103,25 @@ def convert(src, dst, output=None, spellings_=None, progress=None, mode="npu"):
             os.makedirs(out, exist_ok=True)
             continue
         if entry.kind == "link":
-            # A link is copied as a link: what it points at is not read.
-            os.symlink(entry.link, out)
+            # A link is copied as a link (what it points at is not read),
+            # to the same place: into the copy where it pointed into SRC.
+            os.symlink(_link_target(entry, src, dst), out)
             continue
         written = False
         if entry.kind == "python":
             try:
-                written = _convert_file(sp, entry.path, out, report, mode)
+                scanned = _Scanned(sp, entry, out, report, mode)
+                uses.add(entry.path, entry.rel, scanned)
+                if scanned.pending:
+                    held.append(scanned)  # written once the tree settles its patches
+                    continue
+                written = scanned.write(report)
             except SourceError as exc:
-                report.skip(entry.path, exc)
+                _skipped(report, entry.path, out, exc)
+                written = True
             except Exception as exc:  # noqa: BLE001 - one file never stops the run
-                report.skip(entry.path, internal_error(exc))
+                _skipped(report, entry.path, out, internal_error(exc))
+                written = True
         elif entry.kind in ("cuda", "cpp") and mode == "npu":
             try:
                 report.findings.extend(cuda_findings(entry.path, _sources.read_bytes(entry.path),
@@ -121,47 +130,118 @@ def convert(src, dst, output=None, spellings_=None, progress=None, mode="npu"):
             except SourceError as exc:
                 report.skip(entry.path, exc)
         if not written:
-            try:
-                shutil.copy2(entry.path, out)  # as it is
-            except OSError as exc:
-                report.skip(entry.path, SourceError(f"not copied ({exc.strerror})"))
+            _copy(report, entry.path, out)
         progress.update(f"{report.files} Python files, {report.lines:,} lines, "
                         f"{len(report.findings)} findings")
+    dropped = uses.settle([p for scanned in held for p in scanned.pending])
+    for scanned in held:
+        try:
+            if not scanned.write(report, dropped):
+                _copy(report, scanned.path, scanned.out)
+        except SourceError as exc:
+            _skipped(report, scanned.path, scanned.out, exc)
     progress.done()
     report.seconds = time.perf_counter() - start
     report.write(output)
     return report
 
 
-def _convert_file(sp, path, out, report, mode="npu"):
-    """Write the converted copy of one Python file; False when it has
-    nothing to convert (it is then copied as it is)."""
-    from .analyze import scan_python
+def _copy(report, path, out):
+    try:
+        shutil.copy2(path, out)  # as it is
+    except OSError as exc:
+        report.skip(path, SourceError(f"not copied ({exc.strerror})"))
 
-    data = _sources.read_bytes(path)
-    findings, lines, text, tree = scan_python(
-        sp, path, data, "transfer_to_npu" if mode == "import" else "torch_npu")
-    report.files += 1
-    report.lines += lines
-    if not findings:
-        return False
+
+class _Scanned:
+    """One Python file of SRC scanned, to be written to out."""
+
+    def __init__(self, sp, entry, out, report, mode):
+        from .analyze import scan_python
+
+        self.path, self.out = entry.path, out
+        self.data = _sources.read_bytes(entry.path)
+        scanned, lines, self.text, self.tree = scan_python(
+            sp, entry.path, self.data, "transfer_to_npu" if mode == "import" else "torch_npu")
+        self.findings, self.pending = scanned.findings, scanned.pending
+        self.stored_attrs, self.functions = scanned.stored_attrs, scanned.functions
+        report.files += 1
+        report.lines += lines
+
+    def write(self, report, dropped=()):
+        """Write the converted copy; False when it has nothing to convert
+        (it is then copied as it is)."""
+        findings = [f for f in self.findings if id(f) not in dropped]
+        if not findings:
+            return False
+        try:
+            new = rewrite.apply(self.text, findings, self.tree)
+        except (SyntaxError, ValueError):
+            raise SourceError("not converted: the result would not parse") from None
+        encoding = _sources.detect_encoding(self.data)
+        bom = b""
+        if encoding == "utf-8-sig":
+            bom, encoding = b"\xef\xbb\xbf", "utf-8"
+        try:
+            new_bytes = bom + new.encode(encoding)
+        except UnicodeEncodeError:
+            raise SourceError(f"not converted: the result cannot be written in {encoding}") \
+                from None
+        with open(self.out, "xb") as f:
+            f.write(new_bytes)
+        shutil.copymode(self.path, self.out)
+        report.findings.extend(findings)
+        return True
+
+
+def _skipped(report, path, out, error):
+    """A Python file not converted: listed with the files skipped, and
+    copied with a comment saying so at its top (after the lines that must
+    come first: #!, an encoding declaration), unless it is not text."""
+    report.skip(path, error)
     try:
-        new = rewrite.apply(text, findings, tree)
-    except (SyntaxError, ValueError):
-        raise SourceError("not converted: the result would not parse") from None
-    encoding = _sources.detect_encoding(data)
-    bom = b""
-    if encoding == "utf-8-sig":
-        bom, encoding = b"\xef\xbb\xbf", "utf-8"
+        data = _sources.read_bytes(path)
+    except SourceError:
+        return
+    if b"\0" in data:
+        _copy(report, path, out)
+        return
+    lines = data.splitlines(keepends=True)
+    end = next((m for m in (b"\r\n", b"\n", b"\r") if lines and lines[0].endswith(m)), b"\n")
+    at = 0
+    while at < min(2, len(lines)) and lines[at].lstrip().startswith(b"#") and (
+            lines[at].startswith(b"#!") or b"coding" in lines[at]):
+        at += 1
+    mark = f"{rewrite.COMMENT}not converted: {error.reason}".encode("ascii", "backslashreplace")
+    if at < len(lines) and lines[at].rstrip(b"\r\n") == mark:
+        _copy(report, path, out)  # marked already (a copy converted again)
+        return
+    head = b"".join(lines[:at])
+    if head and not head.endswith((b"\n", b"\r")):
+        head += end
     try:
-        new_bytes = bom + new.encode(encoding)
-    except UnicodeEncodeError:
-        raise SourceError(f"not converted: the result cannot be written in {encoding}") from None
-    with open(out, "xb") as f:
-        f.write(new_bytes)
-    shutil.copymode(path, out)
-    report.findings.extend(findings)
-    return True
+        with open(out, "xb") as f:
+            f.write(head + mark + end + b"".join(lines[at:]))
+        shutil.copymode(path, out)
+    except OSError as exc:
+        report.skip(path, SourceError(f"not copied ({exc.strerror})"))
+
+
+def _link_target(entry, src, dst):
+    """Where a link of SRC points from the copy: the copy's file for a
+    link into SRC (an absolute one rewritten to DST, a relative one as it
+    is), the same file for a link out of it (a relative one made
+    absolute)."""
+    link = entry.link
+    src_abs = os.path.abspath(src)
+    here = os.path.dirname(os.path.abspath(entry.path))
+    target = os.path.normpath(os.path.join(here, link))
+    if _inside(target, src_abs):
+        if not os.path.isabs(link):
+            return link
+        inside = os.path.relpath(os.path.realpath(target), os.path.realpath(src_abs))
+        return os.path.join(os.path.abspath(dst), inside)
+    return link if os.path.isabs(link) else target
 
 
 def main(argv):
@@ -190,4 +270,27 @@ def main(argv):
         parser.error(f"convert: cannot write {shown(exc.filename)!r} ({exc.strerror})")
     output = args.output or os.path.join(args.dst, REPORT_DIR)
     report.print_summary(sys.stdout, [output + os.sep])
+    left = incomplete(report)
+    if left:
+        print(f"convert: incomplete: {left}; see {shown(output + os.sep)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _count(n, noun):
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def incomplete(report):
+    """What the copy leaves undone, in a line (empty when nothing): the
+    places to port by hand (report.hand_work(): what stays as written, but
+    for settings that change nothing on the NPU), and the files copied
+    unconverted."""
+    hand = report.hand_work()
+    parts = []
+    if hand:
+        parts.append(f"{_count(sum(n for _, n in hand), 'place')} left as written in "
+                     f"{_count(len(hand), 'file')} (unsupported_api.csv, cuda_op_list.csv)")
+    if report.skipped:
+        parts.append(f"{_count(len(report.skipped), 'file')} skipped, copied unconverted")
+    return ", ".join(parts)

@@ -9,7 +9,8 @@ api, the code as written, what it becomes or why not, a suggestion):
   CUDA name the table does not know, code that needs a hand edit;
 * ``cuda_op_list.csv``: CUDA-only packages, kernels and C++ extensions;
 * ``advice_list.csv``: what runs as written but has a better NPU form
-  (torch_npu's fused operators, dtypes; ``advice.py``);
+  (torch_npu's fused operators, dtypes; ``advice.py``), what saves most
+  first;
 
 and ``migration_report.json`` with the same rows, the files skipped and a
 summary.  ``join_runtime()`` marks the findings that ran in a migrated run
@@ -23,7 +24,8 @@ import os
 import sys
 
 from .. import _files
-from .scan import ADVICE, CHANGE, CUDA_OP, UNSUPPORTED
+from . import advice as _advice
+from .scan import ADVICE, CHANGE, CUDA_OP, UNSUPPORTED, no_effect
 
 LISTS = ((CHANGE, "change_list", "becomes"), (UNSUPPORTED, "unsupported_api", "reason"),
          (CUDA_OP, "cuda_op_list", "reason"), (ADVICE, "advice_list", "advice"))
@@ -64,7 +66,12 @@ class Report:
         with_ran = self.joined if with_ran is None else with_ran
         result = dict((c, r) for c, _, r in LISTS)[category]
         out = []
-        for f in self.findings:
+        findings = self.findings
+        if category == ADVICE:
+            # What following it saves first (a stable sort: files and lines
+            # in order within a rank).
+            findings = sorted((f for f in findings if f.category == ADVICE), key=_advice.rank)
+        for f in findings:
             if f.category != category:
                 continue
             row = {"file": shown(f.file), "line": f.line, "end_line": f.end_line,
@@ -86,7 +93,7 @@ class Report:
         """Files by how much in them is left to do by hand, most first."""
         per_file = {}
         for f in self.findings:
-            if f.category not in (CHANGE, ADVICE):
+            if f.category not in (CHANGE, ADVICE) and not no_effect(f):
                 per_file[f.file] = per_file.get(f.file, 0) + 1
         return sorted(per_file.items(), key=lambda item: (-item[1], item[0]))
 

@@ -21,7 +21,7 @@ import re
 import tokenize
 
 from .. import _cuda_only, _environment
-from .._rules import cuda_extensions
+from .._rules import cuda_extensions, identity as _identity, lightning as _lightning
 from . import advice as _advice, spellings as _spellings
 from .spellings import hccl_backend, is_path, npu_device
 from . import text as _text
@@ -29,7 +29,11 @@ from .text import Text, split_lines
 
 CHANGE, UNSUPPORTED, CUDA_OP, ADVICE = "change", "unsupported", "cuda_op", _advice.ADVICE
 
+# What a pending change waits for (Scan.pending).
+PATCH, ATTRIBUTE = "patch", "attribute"
+
 _EXTENSIONS = "torch.utils.cpp_extension."
+_PROPERTIES = "torch.cuda.get_device_properties"
 
 _FIELD = re.compile(r"\{[^{}]*\}")
 # Flags, then a width that does not start with 0: no two ways to read a run
@@ -114,6 +118,20 @@ def _prefix_npu(text):
     return _template_npu(text, text + "0") if text.startswith("cuda:") else None
 
 
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)
+_IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "Exception", "BaseException"))
+
+
+def _catches_import_error(kind):
+    """Whether an except clause of that type catches an ImportError."""
+    if kind is None:
+        return True
+    if isinstance(kind, ast.Tuple):
+        return any(_catches_import_error(e) for e in kind.elts)
+    name = kind.attr if isinstance(kind, ast.Attribute) else getattr(kind, "id", None)
+    return name in _IMPORT_ERRORS
+
+
 def _type_checking(test):
     """Whether an if's test is typing's TYPE_CHECKING (true for type
     checkers only: what its body imports is never imported at run time)."""
@@ -144,13 +162,17 @@ def _walk(scan, tree):
             continue
         if t is ast.Constant:
             v = node.value
-            if type(v) is str and len(v) <= 64 and ("cuda" in v or "nccl" in v.lower()):
+            if type(v) is str and len(v) <= 64 and (
+                    "cuda" in v or "CUDA" in v or "nccl" in v.lower() or
+                    v.partition(".")[0] in _NAMED_PACKAGES):
                 s.strings.append(node)
             continue
         if t is ast.Attribute:
             chain = _dotted(node)
             if chain is not None:
                 s.chains.append((node,) + chain)
+                if type(node.ctx) is ast.Store and len(chain[2]) == 1:
+                    s.stored_attrs.setdefault(node.attr, node.lineno)
                 continue
             # A chain that starts at an expression (a call, a subscript).
             s.loose_attrs.append(node)
@@ -176,9 +198,13 @@ def _walk(scan, tree):
                         aliases[local] = (f"{node.module}.{a.name}", False)
                         from_names.add(local)
             continue
+        if t is ast.arg:
+            continue  # its annotation is no value of the program
         if t is ast.AnnAssign:
             if node.value is not None:
                 s.assigns.append(node)
+                stack += (node.value, node.target)
+            continue
         elif t is ast.JoinedStr:
             values = node.values
             if values and type(values[0]) is ast.Constant and \
@@ -188,17 +214,31 @@ def _walk(scan, tree):
         elif t is ast.If:
             if _type_checking(node.test) and node.body:
                 s.type_checking.append((node.body[0].lineno, node.body[-1].end_lineno))
+        elif t is ast.IfExp:
+            s.ifexps.append(node)
+        elif t is ast.With or t is ast.AsyncWith:
+            s.withs.append(node)
+        elif t is ast.List or t is ast.Tuple or t is ast.Set:
+            s.handled.update(_listed(node.elts))
+            _gather(s, node, node.elts)
+        elif t is ast.Try or t is _TRY_STAR:
+            if any(_catches_import_error(h.type) for h in node.handlers):
+                s.tries.append(node)
         else:
             found = record.get(t)
             if found is not None:
                 found.append(node)
+                if t is ast.Dict:
+                    s.handled.update(_listed(node.keys))
+                    s.handled.update(_listed(node.values))
+                    _gather(s, node, node.values)
         stack.extend(reversed(list(children(node))))
 
 
 class Scan:
     """The findings of one file."""
 
-    def __init__(self, spellings, source, tree, insert="torch_npu"):
+    def __init__(self, spellings, source, tree, insert="torch_npu", advice=True):
         self.sp = spellings
         self.source = source
         self.insert = insert            # the module imported after torch's first import
@@ -210,9 +250,24 @@ class Scan:
         self.imports, self.chains, self.names, self.calls = [], [], [], []
         self.compares, self.assigns, self.functions, self.dicts = [], [], [], []
         self.strings, self.loose_attrs, self.type_checking, self.binops = [], [], [], []
+        self.ifexps = []
+        self.withs = []
+        self.displays = []              # (display, its CUDA strings) with several
+        self.tries = []                 # try statements whose handlers catch an ImportError
+        self.stored_attrs = {}          # attribute the file assigns (x.a = ...) -> line
+        self.patched = set()            # ids of module references a patch names
+        # Changes that follow the code of the whole tree (targets.py):
+        # [(finding, PATCH, module named or None, (API, names the code under
+        # the patch calls))] for a patch target,
+        # [(finding, ATTRIBUTE, root name or None, attribute)] for an
+        # attribute renamed (x.is_cuda), which the tree's own classes may have.
+        self.pending = []
         self.fstring_parts = set()
         self.handled = set()            # ids of string nodes already judged
-        self.device_vars, self.backend_vars = set(), set()
+        self.device_vars, self.backend_vars, self.accelerator_vars = set(), set(), set()
+        self.unconverted_vars = set()   # named for a device, given a CUDA one left as written
+        self.answered = set()           # ids of questions answered by the identity policy
+        self.tree = tree
         # local name -> [(ok, new binding, pending findings)]: the uses of a
         # name bound by an import of a CUDA module, which the import's
         # conversion must keep meaning the same.
@@ -224,8 +279,11 @@ class Scan:
             return
         for node in self.calls:
             self._call(node)
+        self._properties()
+        self._identity_compares()
         for chain in self.chains:
-            self._chain(*chain)
+            if id(chain[0]) not in self.patched:
+                self._chain(*chain)
         for node in self.names:
             self._name(node)
         for node in self.loose_attrs:
@@ -239,9 +297,11 @@ class Scan:
             self._dict(node)
         for node in self.compares:
             self._compare(node)
+        for node, elts in self.displays:
+            self._strays(node, elts)
         for node in self.strings:
             self._stray(node)
-        if spellings.fused is not None:
+        if spellings.fused is not None and advice:
             _advice.advise(self, spellings.fused)
 
     # --- text and findings -------------------------------------------------
@@ -371,6 +431,10 @@ class Scan:
                         new = None
                     if new:
                         out.append(("literal", left, new))
+            elif t is ast.Call and _default_of(e) is not None:
+                # os.environ.get(k, 'cuda'), getattr(args, 'device', 'cuda'),
+                # options.get('device', 'cuda'): the default it gives.
+                self._device_values(_default_of(e), out)
             elif t is ast.Call:
                 f = e.func
                 if isinstance(f, ast.Attribute) and f.attr == "format" and \
@@ -451,6 +515,9 @@ class Scan:
         sp = self.sp
         func = node.func
         q = self.qual(func)
+        if q in _identity.ANSWERED_CALLS:
+            self._identity_call(node, q)
+            return
         m = sp.lookup(q) if q is not None else None
         explicit_self = m is not None and m.member
         member = False
@@ -479,6 +546,9 @@ class Scan:
             if member and m.rename:
                 self.change(m.kind, api, node, [
                     self._name_splice(func, m.rename.rpartition(".")[2])])
+            elif member and m.unsupported:
+                self.add(UNSUPPORTED, "unsupported", api, node, m.unsupported,
+                         "remove it, or guard it for CUDA only")
             if m.default is not None:
                 self._default(node, m, starred)
             if m.keyword_swap is not None:
@@ -487,22 +557,36 @@ class Scan:
                 self._call_replace(node, m)
             if m.legacy is not None and args and starred > 0:
                 self._legacy(node, m)
+            if m.source in _identity.WITHOUT_ARGUMENTS and (args or node.keywords):
+                self._drop_arguments(node, m)
         for k in node.keywords:
             if k.arg is None or k.arg in handled_kws:
                 continue
-            if sp.names_device(k.arg):
+            if _names_accelerator(k.arg):
+                self._accelerator_arg(k.value, node)
+            elif sp.names_device(k.arg):
                 self._device_arg(k.value, node, "device_string", f"{k.arg}=")
             elif sp.names_backend(k.arg):
                 self._backend_arg(k.value, node, "backend", f"{k.arg}=")
+            elif k.arg == "attn_implementation":
+                self._attention_arg(k.value, node)
         if args and isinstance(args[0], ast.Constant) and type(args[0].value) is str:
             self._option(node, args[0].value)
             if isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith"):
                 self._prefix_test(node, func.value, [args[0]])
             elif isinstance(func, (ast.Attribute, ast.Name)):
                 self._patch_target(node, func, q, args[0])
+                self._module_named(node, func, q, args[0])
+                self._tool_run(node, q, args[0])
         elif args and isinstance(args[0], ast.Tuple) and isinstance(func, ast.Attribute) and \
                 func.attr in ("startswith", "endswith"):
             self._prefix_test(node, func.value, args[0].elts)
+        elif len(args) >= 2 and isinstance(args[1], ast.Constant) and \
+                type(args[1].value) is str and isinstance(func, (ast.Attribute, ast.Name)):
+            self._patch_object(node, func, args[0], args[1])
+        elif args and isinstance(args[0], (ast.List, ast.Tuple)) and args[0].elts and \
+                isinstance(args[0].elts[0], ast.Constant) and type(args[0].elts[0].value) is str:
+            self._tool_run(node, q, args[0].elts[0])
         if q is not None:
             if q.startswith(_EXTENSIONS):
                 self._extension(node, q)
@@ -526,7 +610,9 @@ class Scan:
         """A command-line option or setting named for a device or a backend
         (add_argument('--device', default='cuda', choices=[...]))."""
         device, backend = self.sp.names_device(name), self.sp.names_backend(name)
-        if not (device or backend) or (not name.startswith("-") and not name.isidentifier()):
+        accelerator = _names_accelerator(name.lstrip("-").replace("-", "_"))
+        if not (device or backend or accelerator) or \
+                (not name.startswith("-") and not name.isidentifier()):
             return
         for k in node.keywords:
             if k.arg in ("default", "const"):
@@ -536,7 +622,9 @@ class Scan:
             else:
                 continue
             for v in values:
-                if device:
+                if accelerator:
+                    self._accelerator_arg(v, node)
+                elif device:
                     self._device_arg(v, node, "device_string", f"option {name}")
                 else:
                     self._backend_arg(v, node, "backend", f"option {name}")
@@ -629,25 +717,266 @@ class Scan:
                      "port the kernels to Ascend C (or to torch ops) and build them with "
                      "torch_npu's extension tools")
 
+    # --- names of code in strings and arguments -------------------------------
+
     def _patch_target(self, node, func, q, arg):
-        """mock.patch('torch.cuda.X'), monkeypatch.setattr('torch.cuda.X',
-        ...): the name patched is the one the converted code calls."""
+        """mock.patch('pkg.mod.torch.cuda.X'), monkeypatch.setattr(
+        'torch.cuda.X', ...): the name patched follows the code it names,
+        which may be another file's (``pending``, settled with the tree)."""
         name = func.attr if isinstance(func, ast.Attribute) else func.id
         path = arg.value
         if not (name == "patch" or (name in ("setattr", "delattr") and q is None)) or \
-                not path.startswith("torch.") or not is_path(path):
+                not is_path(path):
             return
-        m = self.sp.lookup(path)
-        if m is None or m.member:
+        module, api, m = self._patched_api(path)
+        if m is None:
             return
         self.handled.add(id(arg))
-        if m.rename is not None and m.rename.count(".") == path.count("."):
-            self.change("patch_target", m.source, arg, [self._literal_splice(arg, m.rename)],
-                        node)
-        elif m.unsupported is not None or m.runtime is not None or m.rename is not None:
-            self.add(UNSUPPORTED, "hand_edit", m.source, arg,
-                     "patches a CUDA API that converted code does not call as written",
-                     "patch what the converted code calls", code=self.text(node))
+        if m.rename is not None and m.rename.count(".") == api.count("."):
+            new = f"{module}.{m.rename}" if module else m.rename
+            f = self.change("patch_target", m.source, arg, [self._literal_splice(arg, new)], node)
+        else:
+            f = self.add(CHANGE, "patch_target", m.source, arg, self.text(node),
+                         code=self.text(node))
+        self.pending.append((f, PATCH, module, (m.source, self._exercised(node))))
+
+    def _exercised(self, patch):
+        """The names the code under a patch calls: the body of the with
+        statement or of the function it decorates, else the rest of the
+        function it is in."""
+        region = None
+        for node in self.withs:
+            if any(key(i.context_expr)[:2] <= key(patch)[:2] and
+                   key(patch)[2:] <= key(i.context_expr)[2:] for i in node.items):
+                region = (key(node.body[0])[:2], key(node)[2:])
+        for f in self.functions:
+            if region is None and any(d is patch or key(d)[:2] <= key(patch)[:2] and
+                                      key(patch)[2:] <= key(d)[2:]
+                                      for d in getattr(f, "decorator_list", ())):
+                region = (key(f.body[0])[:2], key(f)[2:])
+        if region is None:
+            inner = [f for f in self.functions if key(f)[:2] <= key(patch)[:2] and
+                     key(patch)[2:] <= key(f)[2:]]
+            region = (key(patch)[2:], key(max(inner, key=key))[2:]) if inner else None
+        if region is None:
+            return frozenset()
+        names = set()
+        for call in self.calls:
+            if region[0] <= key(call)[:2] <= region[1]:
+                func = call.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if name:
+                    names.add(name)
+        return frozenset(names)
+
+    def _patched_api(self, path):
+        """(module, API, its Meaning) of a patched path: 'litgpt.utils.torch.
+        cuda.device_count' is torch.cuda.device_count as litgpt.utils
+        reaches it; (None, None, None) for a path that names no API of the
+        table."""
+        parts = path.split(".")
+        for k, part in enumerate(parts):
+            if part == "torch" and k + 1 < len(parts):
+                api = ".".join(parts[k:])
+                m = self.sp.lookup(api)
+                if m is not None and not m.member and (m.rename or m.runtime or m.unsupported):
+                    return ".".join(parts[:k]) or None, api, m
+                break
+        return None, None, None
+
+    def _patch_object(self, node, func, target, attr):
+        """monkeypatch.setattr(torch.cuda, 'is_available', ...),
+        mock.patch.object(torch.cuda, ...), setattr(torch.cuda, ...): the
+        module patched follows the code that calls the name."""
+        name = func.attr if isinstance(func, ast.Attribute) else func.id
+        if name not in ("setattr", "delattr", "object"):
+            return
+        module = self.qual(target)
+        new_module = self.sp.modules.get(module) if module else None
+        if new_module is None or not self._is_module_ref(target):
+            return
+        m = self.sp.lookup(f"{module}.{attr.value}")
+        if m is None or m.member:
+            return
+        self.patched.add(id(target))
+        chain = _dotted(target)
+        renames = None
+        if m.rename is not None and m.rename.rpartition(".")[0] == new_module and chain:
+            old_parts = module.split(".")
+            new_parts = new_module.split(".")
+            bound = self.aliases.get(chain[0].id)
+            nb = len(bound[0].split(".")) if bound else 0
+            if len(new_parts) == len(old_parts) and old_parts[:nb] == new_parts[:nb] and \
+                    nb + len(chain[2]) == len(old_parts):
+                renames = [self._name_splice(n, new_parts[nb + i])
+                           for i, n in enumerate(chain[1]) if old_parts[nb + i] != new_parts[nb + i]]
+        if renames:
+            f = self.change("patch_target", m.source, target, renames, node)
+        else:
+            f = self.add(CHANGE, "patch_target", m.source, target, self.text(node),
+                         code=self.text(node))
+        self.pending.append((f, PATCH, None, (m.source, self._exercised(node))))
+
+    def _module_named(self, node, func, q, arg):
+        """importlib.import_module('fused_layer_norm_cuda'): a CUDA-only
+        module named in a string, as an import of it."""
+        if q != "importlib.import_module" and not (isinstance(func, ast.Name) and
+                                                   func.id == "__import__"):
+            return
+        found = _cuda_only.lookup(arg.value) if is_path(arg.value) else None
+        if found is not None:
+            self.handled.add(id(arg))
+            kind, name, what, use = found
+            self.add(CUDA_OP, kind, arg.value, node, f"{what}: no NPU build",
+                     self._package_suggestion(name, use))
+
+    def _tool_run(self, node, q, arg):
+        """subprocess.run(['nvidia-smi', ...]), os.system('nvidia-smi ...'):
+        a CUDA-only program run."""
+        if q not in _RUNNERS:
+            return
+        words = arg.value.split()
+        tool = words[0].rpartition("/")[2] if words else ""
+        found = _cuda_only.TOOLS.get(tool)
+        if found is not None:
+            self.handled.add(id(arg))
+            self.add(UNSUPPORTED, "unsupported", tool, node,
+                     f"runs {tool}, {found[0]}: not on an Ascend machine", f"use {found[1]}")
+
+    def _accelerator_arg(self, expr, context):
+        """Lightning's accelerator names ('cuda', 'gpu'), where an
+        accelerator is given: Lightning has no NPU accelerator."""
+        for e in _alternatives(expr):
+            if type(e) in (ast.Set, ast.List, ast.Tuple):
+                # Accelerator names listed (those allowed): no choice made.
+                self.handled.update(id(n) for n in e.elts)
+            elif type(e) is ast.Constant and type(e.value) is str:
+                self.handled.add(id(e))
+                if e.value.lower() in _CUDA_ACCELERATORS:
+                    self.add(UNSUPPORTED, "accelerator", f"accelerator={e.value!r}", e,
+                             _LIGHTNING_CUDA, _LIGHTNING_USE, code=self.text(context))
+            elif type(e) is ast.Name:
+                self.accelerator_vars.add(e.id)
+
+    def _attention_arg(self, expr, context):
+        """transformers' attn_implementation: FlashAttention by name."""
+        for e in _alternatives(expr):
+            if type(e) is ast.Constant and e.value in _ATTENTION:
+                kind, why, use = _ATTENTION[e.value]
+                self.add(UNSUPPORTED, kind, f"attn_implementation={e.value!r}", e, why, use,
+                         code=self.text(context))
+
+    def _drop_arguments(self, node, m):
+        """torch.cuda.is_bf16_supported(including_emulation=False): asked of
+        torch_npu, which takes no arguments."""
+        s, e = self.span(node)
+        f_end = self.span(node.func)[1]
+        tokens = _tokens(self.source[f_end:e])
+        if not tokens or tokens[0][0] != "(" or tokens[-1][0] != ")":
+            return
+        self.change("arguments", m.source, node,
+                    [(f_end + tokens[0][2], f_end + tokens[-1][1], "")])
+
+    # --- what CUDA code asks about the device ---------------------------------
+
+    def _identity_call(self, node, q):
+        """get_device_capability(), get_arch_list(), is_tf32_supported():
+        the identity policy's answer written in place of the question."""
+        answer = _identity.ANSWERED_CALLS.get(q)
+        if answer is None:
+            return False
+        self.answered.add(id(node.func))
+        self.change("identity", q, node, [self.span(node) + (answer,)])
+        return True
+
+    def _identity_compares(self):
+        """torch.version.cuda is None: answered (False), as the identity
+        policy answers torch.version.cuda; a constant compared by identity
+        would warn."""
+        for node in self.compares:
+            if not isinstance(node, ast.Compare) or len(node.ops) != 1 or \
+                    not isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+                continue
+            left, right = node.left, node.comparators[0]
+            if isinstance(left, ast.Constant) and left.value is None:
+                left, right = right, left
+            q = self.qual(left) if isinstance(left, ast.Attribute) else None
+            if q in _identity.ANSWERED_VALUES and isinstance(right, ast.Constant) and \
+                    right.value is None:
+                self.answered.add(id(left))
+                value = isinstance(node.ops[0], ast.IsNot)
+                self.change("identity", q, node, [self.span(node) + (str(value),)])
+
+    def _properties(self):
+        """torch.cuda.get_device_properties(d).major, and a variable given
+        the properties whose every use reads a field: each field as the
+        identity policy answers it (the npu's own name, memory and cores;
+        the capability and the rest of an Ampere GPU's as constants)."""
+        for node in self.loose_attrs:
+            call = node.value
+            if isinstance(call, ast.Call) and type(node.ctx) is ast.Load and \
+                    self.qual(call.func) == _PROPERTIES:
+                splices = self._fields([node], call, False)
+                if splices is not None:
+                    self.answered.add(id(call.func))
+                    asked = any(sp is not None and sp[2] == "npu" for sp in splices)
+                    self.change("function" if asked else "identity", _PROPERTIES, node, splices)
+        for node in self.assigns:
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1 or \
+                    not isinstance(node.targets[0], ast.Name) or \
+                    not isinstance(node.value, ast.Call) or \
+                    self.qual(node.value.func) != _PROPERTIES:
+                continue
+            uses = self._field_uses(node, node.targets[0].id)
+            splices = self._fields(uses, node.value, True) if uses is not None else None
+            if splices is not None:
+                self.answered.add(id(node.value.func))
+                self.change("function", _PROPERTIES, node, splices)
+
+    def _field_uses(self, assign, name):
+        """The attribute reads of a variable in the function (or module)
+        that assigns it, or None when it is used otherwise or assigned
+        again."""
+        scope = self.tree
+        for f in self.functions:
+            if key(f)[:2] <= key(assign)[:2] and key(assign)[2:] <= key(f)[2:] and \
+                    (scope is self.tree or key(scope)[:2] <= key(f)[:2]):
+                scope = f
+        reads, names = [], 0
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Name) and n.id == name:
+                if type(n.ctx) is ast.Load:
+                    names += 1
+                elif n is not assign.targets[0]:
+                    return None
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and \
+                    n.value.id == name and type(n.ctx) is ast.Load:
+                reads.append(n)
+        return reads if names == len(reads) else None
+
+    def _fields(self, reads, call, kept):
+        """The splices that answer each field read of the properties call
+        makes, the call asked of torch_npu where a field is the npu's (or
+        where it is kept: a variable is given it); None when a field has no
+        answer or the call is not spelled torch.cuda."""
+        splices, asked = [], kept
+        for node in reads:
+            field = _identity.PROPERTY_FIELDS.get(node.attr, False)
+            if field is False:
+                return None
+            if isinstance(field, str):
+                asked = True
+                if field != node.attr:
+                    splices.append(self._name_splice(node, field))
+            else:
+                splices.append(self.span(node) + (repr(field),))
+        if asked:
+            module = call.func.value if isinstance(call.func, ast.Attribute) else None
+            if not (isinstance(module, ast.Attribute) and module.attr == "cuda" and
+                    self.qual(module.value) == "torch"):
+                return None
+            splices.append(self._name_splice(module, "npu"))
+        return splices
 
     # --- environment variables -----------------------------------------------
 
@@ -675,6 +1004,19 @@ class Scan:
                      f"no NPU counterpart ({_environment.UNSUPPORTED[name]})",
                      "remove it, or set it for CUDA runs only", code=self.text(context))
 
+    def _environ_name(self, node):
+        """A CUDA-side variable named anywhere but where it is written (a
+        read, a child process's environment): it follows the writes, which
+        give the NPU's variable."""
+        npu, carry = _CARRIED[node.value]
+        if carry is _environment._as_is:
+            self.change("environment", node.value, node,
+                        [self._literal_splice(node, npu)])
+        else:
+            self.add(UNSUPPORTED, "hand_edit", node.value, node,
+                     f"the NPU reads {npu}, in another form",
+                     f"read {npu}, as the NPU gives it")
+
     # --- references --------------------------------------------------------
 
     def _chain(self, outer, root, nodes, attrs):
@@ -683,14 +1025,24 @@ class Scan:
         if bound is None:
             # Any object (x.is_cuda): the attribute rows; methods are the
             # calls'.
-            for n in nodes:
+            for i, n in enumerate(nodes):
                 m = sp.members.get(n.attr)
                 if m is not None and m.kind == "attribute" and m.rename:
-                    self._rename_attrs(n, [(n, m.rename.rpartition(".")[2])], m)
+                    f = self._rename_attrs(n, [(n, m.rename.rpartition(".")[2])], m)
+                    self.pending.append((f, ATTRIBUTE, root.id if i == 0 else None, n.attr))
             return
         base = bound[0].split(".")
         parts = base + attrs
         nb = len(base)
+        if parts[0] in _LIGHTNING_PACKAGES and self._lightning_accelerator(outer, parts):
+            return
+        if parts[0] == "accelerate" and parts[-1] in _ACCELERATE_TYPES and \
+                "DistributedType" in parts[:-1] and len(parts) > nb:
+            # accelerate's name for several GPUs: its NPU's, which accelerate
+            # chooses itself once torch_npu imports.
+            self.change("accelerator", ".".join(parts), outer,
+                        [self._name_splice(outer, _ACCELERATE_TYPES[parts[-1]])])
+            return
         for k in range(len(parts), nb, -1):
             m = sp.lookup(".".join(parts[:k]))
             if m is not None:
@@ -707,9 +1059,22 @@ class Scan:
             return
         self._reference(m, node, root, nodes, parts[:k], nb)
 
+    def _lightning_accelerator(self, node, parts):
+        """Lightning's CUDAAccelerator named: Lightning has no NPU
+        accelerator."""
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in _LIGHTNING_CLASSES:
+                self.add(UNSUPPORTED, "accelerator", ".".join(parts[:n]), node, _LIGHTNING_CUDA,
+                         _LIGHTNING_USE)
+                return True
+        return False
+
     def _name(self, node):
         """A name imported from a CUDA module, used bare."""
         q = self.aliases[node.id][0]
+        if q.partition(".")[0] in _LIGHTNING_PACKAGES and \
+                self._lightning_accelerator(node, q.split(".")):
+            return
         m = self.sp.lookup(q)
         if m is not None:
             if m.unsupported or m.runtime:
@@ -721,9 +1086,16 @@ class Scan:
         """x().is_cuda: the attribute rows on what an expression gives."""
         m = self.sp.members.get(node.attr)
         if m is not None and m.kind == "attribute" and m.rename:
-            self._rename_attrs(node, [(node, m.rename.rpartition(".")[2])], m)
+            f = self._rename_attrs(node, [(node, m.rename.rpartition(".")[2])], m)
+            self.pending.append((f, ATTRIBUTE, None, node.attr))
 
     def _reference(self, m, node, root, nodes, source_parts, nb):
+        if id(node) in self.answered:
+            return
+        answer = _identity.ANSWERED_VALUES.get(m.source)
+        if answer is not None and type(getattr(node, "ctx", None)) is ast.Load:
+            self.change("identity", m.source, node, [self.span(node) + (answer,)])
+            return
         if m.unsupported is not None:
             self.add(UNSUPPORTED, "unsupported", m.source, node, m.unsupported,
                      "remove it, or guard it for CUDA only")
@@ -787,9 +1159,14 @@ class Scan:
         self.change("module", q, nodes[-1], [self._name_splice(n, new) for n, new in renames])
 
     def _unknown(self, node, root, nb, q):
-        self.add(UNSUPPORTED, "unknown", q, node,
-                 "a CUDA name the mapping table does not know: left as written",
-                 "check what it does on the NPU (cuDNN and CUDA settings have no effect there)")
+        if q.startswith(_SETTINGS):
+            self.add(UNSUPPORTED, "unknown", q, node,
+                     "a cuDNN or CUDA attention setting: left as written, it has no effect on "
+                     "the NPU", "nothing to do (remove it if it is for CUDA only)")
+        else:
+            self.add(UNSUPPORTED, "unknown", q, node,
+                     "a CUDA name the mapping table does not know: left as written",
+                     "check what it does on the NPU")
         self._use(root, False, None, None)
 
     def _use(self, root, ok, new_base, finding):
@@ -828,11 +1205,24 @@ class Scan:
             # (torch.npu exists once torch_npu is imported), else after it.
             before = any((f.line, f.col) == (first_torch.lineno, first_torch.col_offset) and
                          f.category == CHANGE and f.kind == "import" for f in self.findings)
-            splice = self._statement_insert(first_torch, f"import {self.insert}", before)
+            # Never inside a try whose handler would take torch_npu's
+            # absence for torch's (code that runs without torch): after it.
+            at = self._outside_handlers(first_torch)
+            splice = self._statement_insert(at, f"import {self.insert}", before)
             self.add(CHANGE, "import", self.insert, first_torch,
                      f"import {self.insert}; {self.text(first_torch)}" if before else
-                     f"{self.text(first_torch)}; import {self.insert}",
+                     f"{self.text(first_torch)}; import {self.insert}" if at is first_torch else
+                     f"{self.text(first_torch)} ... (after the try) import {self.insert}",
                      edits=[("splice",) + splice])
+
+    def _outside_handlers(self, stmt):
+        """The outermost try holding stmt whose handlers catch an
+        ImportError, or stmt itself."""
+        for node in self.tries:
+            if key(node)[:2] <= key(stmt)[:2] and key(stmt)[2:] <= key(node)[2:] and \
+                    key(stmt)[:2] < key(node.handlers[0])[:2]:
+                return node
+        return stmt
 
     def _checking_only(self, node):
         return any(a <= node.lineno <= b for a, b in self.type_checking)
@@ -973,8 +1363,17 @@ class Scan:
     def _named_value(self, name, value, context):
         if name is None:
             return
-        if name in self.device_vars or self.sp.names_device(name):
+        if name in self.accelerator_vars or _names_accelerator(name):
+            self._accelerator_arg(value, context)
+        elif name == "attn_implementation":
+            self._attention_arg(value, context)
+        elif name in self.device_vars or self.sp.names_device(name):
             self._device_arg(value, context, "device_string", name)
+            if any(type(n) is ast.Constant and type(n.value) is str and id(n) not in self.handled
+                   and _device_or_invalid(n.value)
+                   for e in _alternatives(value) for n in ast.walk(e)):
+                # A CUDA device it may hold stays: tests of it stay too.
+                self.unconverted_vars.add(name)
         elif name in self.backend_vars or self.sp.names_backend(name):
             self._backend_arg(value, context, "backend", name)
 
@@ -1015,6 +1414,10 @@ class Scan:
         t = type(e)
         name = None
         if t is ast.Name:
+            if e.id in self.unconverted_vars:
+                return None
+            if e.id in self.accelerator_vars:
+                return "accelerator"
             if e.id in self.device_vars:
                 return "device"
             if e.id in self.backend_vars:
@@ -1036,6 +1439,8 @@ class Scan:
                 return self._subject(e.args[0])
         if name is None:
             return None
+        if _names_accelerator(name):
+            return "accelerator"
         if self.sp.names_device(name):
             return "device"
         if self.sp.names_backend(name):
@@ -1044,10 +1449,16 @@ class Scan:
 
     def _convert_test(self, node, subject, literals, prefix=False):
         """The CUDA (or NCCL) literals a test compares a converted device
-        (or backend) with, converted with it; False when there are none."""
+        (or backend) with, converted with it; False when there are none.
+        Lightning's accelerator names stay, as the accelerators do."""
         splices = []
         for e in literals:
             if not (isinstance(e, ast.Constant) and type(e.value) is str):
+                continue
+            if subject == "accelerator":
+                if e.value.lower() in _CUDA_ACCELERATORS:
+                    self.handled.add(id(e))
+                    splices.append(None)
                 continue
             if subject == "device":
                 new = _prefix_npu(e.value) if prefix else _device_or_invalid(e.value) or None
@@ -1058,7 +1469,8 @@ class Scan:
                 splices.append(self._literal_splice(e, new))
         if not splices:
             return False
-        self.change(f"{subject}_check", f"{subject} check", node, splices)
+        if subject != "accelerator":
+            self.change(f"{subject}_check", f"{subject} check", node, splices)
         return True
 
     def _prefix_test(self, node, subject_node, literals):
@@ -1097,6 +1509,18 @@ class Scan:
             self.add(UNSUPPORTED, "hand_edit", "backend check", node,
                      "tests for NCCL: after migration the backend is hccl", SUGGEST_BACKEND_CHECK)
 
+    def _strays(self, node, elts):
+        """Several CUDA device strings in one display that goes nowhere a
+        device goes (a test's table of where each parameter lives): one
+        finding."""
+        left = [e for e in elts if id(e) not in self.handled and _device_or_invalid(e.value)]
+        if len(left) < 2:
+            return
+        self.handled.update(id(e) for e in left)
+        self.add(UNSUPPORTED, "hand_edit", "device string", node,
+                 f"{len(left)} CUDA device strings outside a device argument: not rewritten",
+                 "write 'npu' where they name the device")
+
     def _stray(self, node):
         """A string that spells a CUDA device or NCCL outside anything that
         takes one: reported, not rewritten."""
@@ -1110,6 +1534,16 @@ class Scan:
                          "write 'npu' if it names the device")
             return
         v = node.value
+        if v in _CARRIED:
+            self._environ_name(node)
+            return
+        if "." in v and v.partition(".")[0] in _NAMED_PACKAGES and is_path(v):
+            found = _cuda_only.lookup(v)
+            if found is not None:
+                self.add(CUDA_OP, "package_name", v, node,
+                         f"names {v} in a string ({found[2]}): no NPU build",
+                         self._package_suggestion(found[1], found[3]))
+            return
         new = _device_or_invalid(v)
         if new or _template_npu(v, _FIELD.sub("0", _PERCENT.sub("0", v)) if v != "cuda:"
                                 else "cuda:0"):
@@ -1133,6 +1567,104 @@ class Scan:
 _CARRIED = {}
 for _cuda, _npu, _carry in _environment.CARRIED:
     _CARRIED.setdefault(_cuda, (_npu, _carry))
+
+# Top-level names of the CUDA-only packages and extensions, which strings
+# may name ('bitsandbytes.optim.AdamW8bit'); cuda-python's "cuda" is too
+# common a word to tell.
+_NAMED_PACKAGES = frozenset(
+    {p.partition(".")[0] for p in _cuda_only.PACKAGES} | set(_cuda_only.EXTENSIONS)) - {"cuda"}
+
+# Calls that run a program: its command first.
+_RUNNERS = frozenset(("subprocess.run", "subprocess.call", "subprocess.check_call",
+                      "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput",
+                      "subprocess.getstatusoutput", "os.system", "os.popen"))
+
+# Lightning's accelerator names that choose its CUDA accelerator, its
+# classes, and what to say of them.
+_CUDA_ACCELERATORS = ("cuda", "gpu")
+_LIGHTNING_PACKAGES = frozenset(spec.partition(".")[0] for spec in _lightning.ACCELERATORS)
+_LIGHTNING_CLASSES = frozenset(
+    path for spec in _lightning.ACCELERATORS
+    for module, _, name in [spec.partition(":")]
+    for path in (f"{module}.{name}", f"{module.rpartition('.')[0]}.{name}"))
+_LIGHTNING_CUDA = ("Lightning's CUDA accelerator: Lightning has no NPU accelerator, and "
+                   "torch_npu as it is adds none")
+_LIGHTNING_USE = ("run it migrated (python -m transfer_to_npu gives Lightning's CUDA "
+                  "accelerator the npu), or give Lightning an accelerator of the npu's")
+
+# accelerate's distributed types of CUDA devices, and the NPU's.
+_ACCELERATE_TYPES = {"MULTI_GPU": "MULTI_NPU"}
+
+# transformers' attention implementations named for FlashAttention.
+_ATTENTION = {
+    "flash_attention_2": (
+        "check", "FlashAttention 2 through flash_attn, which has no NPU build: recent "
+        "transformers (4.57 here) run it on Ascend through torch_npu instead",
+        "keep it with a recent transformers, or use 'sdpa'"),
+    "flash_attention_3": (
+        "hand_edit", "FlashAttention 3 (Hopper GPUs only): not on the NPU",
+        "use 'sdpa', or 'flash_attention_2' with a recent transformers"),
+}
+
+
+# CUDA names the table does not know that are settings: cuDNN's switches,
+# the choice of attention kernels.  torch_npu leaves them as they are; they
+# change nothing on the NPU.
+_SETTINGS = ("torch.backends.", "torch.nn.attention.")
+
+
+def no_effect(f):
+    """Whether a finding left as written is a setting that changes nothing
+    on the NPU (it needs no port)."""
+    return f.kind == "unknown" and f.api.startswith(_SETTINGS)
+
+
+def _default_of(call):
+    """The default a look-up call gives: getattr(obj, name, default),
+    x.get(key, default) (os.environ's, a dict's), os.getenv(key, default)."""
+    func, args = call.func, call.args
+    if isinstance(func, ast.Name) and func.id == "getattr" and len(args) == 3:
+        return args[2]
+    if isinstance(func, ast.Attribute) and func.attr in ("get", "getenv") and len(args) == 2:
+        return args[1]
+    return None
+
+
+# Device types and backends named next to CUDA's and NCCL's in one display
+# (["cuda", "xpu", "hpu"], {"cuda": "nccl", "npu": "hccl"}): the code lists
+# the accelerators it knows, the npu's among them or beside them; it
+# chooses none.
+_OTHER_DEVICES = frozenset(("npu", "xpu", "hpu", "mps", "mtia", "xla", "privateuseone"))
+_OTHER_BACKENDS = frozenset(("hccl", "ccl", "xccl", "mpi"))
+
+
+def _listed(values):
+    """The ids of the CUDA device types and NCCL backends of a display
+    that names other accelerators' too."""
+    strings = [v for v in values if type(v) is ast.Constant and type(v.value) is str]
+    if len(strings) < 2:
+        return ()
+    names = {v.value.lower() for v in strings}
+    out = []
+    if names & _OTHER_DEVICES:
+        out += [id(v) for v in strings if v.value == "cuda"]
+    if names & _OTHER_BACKENDS:
+        out += [id(v) for v in strings if v.value.lower() == "nccl"]
+    return out
+
+
+def _gather(scan, node, values):
+    """A display holding several CUDA strings, for one finding of them."""
+    strings = [v for v in values if type(v) is ast.Constant and type(v.value) is str and
+               "cuda" in v.value]
+    if len(strings) > 1:
+        scan.displays.append((node, strings))
+
+
+def _names_accelerator(name):
+    n = name.lower()
+    return n in ("accelerator", "accelerators") or n.endswith(("_accelerator", "_accelerators"))
+
 
 # Calls that write an environment variable, its name first.
 _ENVIRON_WRITES = ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__")
@@ -1220,10 +1752,23 @@ def _literal_text(old, new):
     return f"{prefix}{quote}{new}{quote}"
 
 
+def scan_file(spellings, source, tree, insert="torch_npu", advice=True):
+    """The scan of one parsed file: its findings in the order of the
+    source, each test of the device settled with what it guards
+    (``meaning``), and the patch targets that follow the code of other
+    files (``pending``).  With insert another module
+    (``transfer_to_npu``), only its import after torch's first one; with
+    advice False (a test file), no advice."""
+    from . import meaning
+
+    s = Scan(spellings, source, tree, insert, advice)
+    if insert == "torch_npu":
+        meaning.settle(s)
+    s.findings.sort(key=lambda f: (f.line, f.column))
+    return s
+
+
 def scan(spellings, source, tree, insert="torch_npu"):
-    """The findings of one parsed file, in the order of the source.  With
-    insert another module (``transfer_to_npu``), only its import after
-    torch's first one."""
-    findings = Scan(spellings, source, tree, insert).findings
-    findings.sort(key=lambda f: (f.line, f.column))
-    return findings
+    """The findings of one parsed file (``scan_file``), in the order of the
+    source; its patch targets as the file alone says."""
+    return scan_file(spellings, source, tree, insert).findings

@@ -144,6 +144,15 @@ def _walk_dir(path, rel, ancestors, skip, top_skip):
         stack.append((iter(entries), shown, sub, ancestors | {ident}))
 
 
+def is_test(path):
+    """Whether a Python file is a test (test_*.py, *_test.py, conftest.py,
+    or under a tests/ or test/ folder)."""
+    parts = os.path.normpath(path).split(os.sep)
+    name = parts[-1]
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or \
+        any(p in ("tests", "test", "testing") for p in parts[:-1])
+
+
 def read_bytes(path):
     try:
         with open(path, "rb") as f:

@@ -7,9 +7,11 @@ newest wheel by ``scripts/torch_npu_surface.py``.  ``load(line)`` presents a
 surface as modules standing for ``torch_npu`` and ``torch.npu``, so that the
 rules derive the table a given torch_npu would get, on a machine without it
 (``python -m transfer_to_npu --list --torch-npu 2.5``).  Nothing they hold
-can run: they have names, kinds and parameters only.
+can run: they have names, kinds and parameters only (and a class its
+methods').
 """
 
+import inspect
 import json
 import os
 import types
@@ -49,30 +51,52 @@ def read(line):
 
 class _Named:
     """A callable's stand-in: its name and parameters (as a builtin states
-    them, in __text_signature__), no body."""
+    their names, in __text_signature__; whole, in __signature__), no body."""
 
-    def __init__(self, name, positional, keyword):
+    def __init__(self, name, text):
         self.__name__ = self.__qualname__ = name
-        if positional is not None:
-            self.__text_signature__ = "(" + ", ".join(
-                positional + (["*"] + keyword if keyword else [])) + ")"
+        if text is not None:
+            self.__signature__ = _signature(text)
+            self.__text_signature__ = _names(self.__signature__)
 
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(f"{self.__name__} is a name read from torch_npu's sources")
 
 
+def _signature(text):
+    from .._rules.call_shapes import from_text
+
+    return from_text(text)
+
+
+def _names(signature):
+    """"(a, b, *, c)": the names of the positional and keyword-only
+    parameters, as __text_signature__ states them."""
+    kinds = inspect.Parameter
+    positional = [p.name for p in signature.parameters.values()
+                  if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    keyword = [p.name for p in signature.parameters.values() if p.kind is kinds.KEYWORD_ONLY]
+    return "(" + ", ".join(positional + (["*"] + keyword if keyword else [])) + ")"
+
+
 def _value(module_name, name, entry):
+    """The stand-in of a name: a function's, an operator's or a class's
+    (what a call of it takes, its methods) with the parameters recorded."""
     kind = entry[0]
     if kind == "function":
-        return _Named(name, entry[1], entry[2])
+        return _Named(name, entry[1])
     if kind == "op":
-        return _Named(name, None, None)
+        return _Named(name, None)
     if kind in ("class", "extension") and (kind == "class" or name[:1].isupper()):
         # torch_npu's extension defines classes (its tensor types): a
         # capitalised name it declares is taken for one.
         namespace = {"__module__": module_name}
         if kind == "class":
-            namespace["__init__"] = _Named("__init__", entry[1], entry[2])
+            namespace["__init__"] = _Named("__init__", entry[1])
+            if entry[1] is not None:
+                namespace["__signature__"] = namespace["__init__"].__signature__
+            for method, text in (entry[2] if len(entry) > 2 else {}).items():
+                namespace[method] = _Named(method, text)
         return type(name, (), namespace)
     if kind == "module":
         return types.ModuleType(f"{module_name}.{name}")

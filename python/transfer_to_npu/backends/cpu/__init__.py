@@ -19,6 +19,7 @@ on torch_npu (on an Ascend machine it is the only reference there is).
 
 import functools
 import os
+import threading
 import time
 
 import torch
@@ -184,19 +185,84 @@ def device_of(obj):
 
 # --- streams and events: host work is synchronous ---------------------------
 
-Stream = torch.cpu.Stream
-StreamContext = torch.cpu.StreamContext
-stream = torch.cpu.stream
-current_stream = torch.cpu.current_stream
+class Stream(torch.cpu.Stream):
+    """A CUDA stream on the host, made with CUDA's arguments and with its
+    methods: host work is done when each call returns, so there is nothing
+    to wait for."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        _check(device)
+        super().__init__()
+        self.priority = priority
+
+    @staticmethod
+    def priority_range():
+        """(least, greatest) priority, as CUDA's builds answer: work on the
+        host runs in one queue, of one priority."""
+        return (0, 0)
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def record_event(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+
+_default = []  # the default stream, made at the first ask
+_current = threading.local()
 
 
 def default_stream(device=None):
     _check(device)
-    return torch.cpu.current_stream()
+    if not _default:
+        _default.append(Stream())
+    return _default[0]
+
+
+def current_stream(device=None):
+    return getattr(_current, "stream", None) or default_stream(device)
 
 
 def set_stream(stream):
-    pass
+    if stream is not None:
+        _current.stream = stream
+
+
+class StreamContext:
+    """``with torch.cuda.stream(s):``: ``s`` is the current stream (of its
+    device: ``_current``, ``_set``) inside the block."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self._previous = self._current(self.stream)
+            self._set(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            self._set(self._previous)
+        return False
+
+    @staticmethod
+    def _current(stream):
+        return current_stream()
+
+    @staticmethod
+    def _set(stream):
+        set_stream(stream)
+
+
+def stream(stream):
+    return StreamContext(stream)
 
 
 class HostEvent:
@@ -226,7 +292,9 @@ class HostEvent:
 
 
 class Event(HostEvent):
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+    # external: whether a CUDA graph capturing the event records it as a
+    # node of its own; there are no graphs to capture here.
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
         self.enable_timing = enable_timing
         self._time = None
 
@@ -291,11 +359,11 @@ def initial_seed():
     return GENERATOR.initial_seed()
 
 
-def get_rng_state(device="cuda"):
+def get_rng_state(device="cpu"):
     return GENERATOR.get_state()
 
 
-def set_rng_state(new_state, device="cuda"):
+def set_rng_state(new_state, device="cpu"):
     GENERATOR.set_state(new_state)
 
 

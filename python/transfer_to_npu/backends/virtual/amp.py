@@ -17,13 +17,32 @@ class autocast(torch.amp.autocast):
 
 
 class GradScaler(torch.amp.GradScaler):
-    """``torch.npu.amp.GradScaler(...)``: ``torch.amp.GradScaler('npu', ...)``."""
+    """``torch.npu.amp.GradScaler(...)``: ``torch.amp.GradScaler('npu', ...)``.
+    Its parameters are CUDA's, in CUDA's places (torch.cuda.amp.GradScaler
+    reaches it), and torch_npu's ``dynamic`` by name: False keeps the scale
+    at init_scale (steps with an inf or a nan are still skipped)."""
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True):
+                 growth_interval=2000, enabled=True, *, dynamic=True):
         super().__init__("npu", init_scale=init_scale, growth_factor=growth_factor,
                          backoff_factor=backoff_factor, growth_interval=growth_interval,
                          enabled=enabled)
+        self._dynamic = dynamic
+
+    def update(self, new_scale=None):
+        if new_scale is None and not self._dynamic and self._scale is not None:
+            new_scale = self._scale.clone()
+        super().update(new_scale)
+
+    # torch_npu's overflow flags: the virtual NPU computes infs and nans as
+    # the host does, as Ascend's chips since 910B do, and has no flag to read.
+    @staticmethod
+    def get_npu_overflow_flag():
+        return False
+
+    @staticmethod
+    def clear_npu_overflow_flag():
+        pass
 
 
 def custom_fwd(fwd=None, *, cast_inputs=None):

@@ -40,10 +40,11 @@ class device_of(device):
 
 class _NPUDeviceProperties:
     """What ``get_device_properties()`` says of a virtual NPU: its memory
-    is the host's physical memory, its cores the host's."""
+    is the host's physical memory, its cores the host's (also under
+    torch_npu's names for an NPU's cores: cube and vector)."""
 
     __slots__ = ("name", "total_memory", "major", "minor", "multi_processor_count",
-                 "is_integrated")
+                 "is_integrated", "cube_core_num", "vector_core_num")
 
     def __init__(self):
         from . import memory
@@ -52,6 +53,7 @@ class _NPUDeviceProperties:
         self.total_memory = memory.total_memory()
         self.major, self.minor = 0, 0
         self.multi_processor_count = os.cpu_count() or 1
+        self.cube_core_num = self.vector_core_num = self.multi_processor_count
         self.is_integrated = True
 
     def __repr__(self):
@@ -60,6 +62,7 @@ class _NPUDeviceProperties:
                 f"multi_processor_count={self.multi_processor_count})")
 
 
-def get_device_properties(device=None):
-    devices.index_of(device)
+def get_device_properties(device=None, *, device_name=None):
+    """The device as CUDA names it, or as torch_npu does (device_name)."""
+    devices.index_of(devices.either("device", device, "device_name", device_name))
     return _NPUDeviceProperties()

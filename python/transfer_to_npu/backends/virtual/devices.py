@@ -143,10 +143,17 @@ def provide(n):
 
 
 def withdraw(token):
-    """The virtual NPUs of provide()'s ``token`` given back."""
+    """The virtual NPUs of provide()'s ``token`` given back; the calling
+    thread, if it was on one of them, is on npu:0 again.  Tensors still on
+    them stay usable (the C core's count does not shrink)."""
     with _provided_lock:
-        if _provided.pop(token, None) is not None:
-            _set_provided()
+        if _provided.pop(token, None) is None:
+            return
+        _set_provided()
+    # The job made one of its npus current on this thread (Lightning's
+    # setup_device does); the next job finds the node's, npu:0 first.
+    if current() >= count():
+        set_current(0)
 
 
 @contextlib.contextmanager
@@ -211,6 +218,18 @@ def index_of(device, optional=True):
     # value, where repr() would raise RecursionError.
     raise TypeError(f"expected an npu device, got {type(device).__name__} "
                     f"{reprlib.repr(device)}")
+
+
+def either(name, value, npu_name, npu_value):
+    """The argument of a parameter that torch_npu names otherwise than CUDA
+    (get_device_name's device, torch_npu's device_name), given under
+    either name; under both, a TypeError naming them."""
+    if npu_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"{name}={value!r} and {npu_name}={npu_value!r} name one argument: "
+                        f"give one of them")
+    return npu_value
 
 
 def as_device(device=None):

@@ -122,8 +122,9 @@ def synchronize(device=None):
 DEVICE_NAME = "Virtual NPU (host memory)"
 
 
-def get_device_name(device=None):
-    devices.index_of(device)
+# The device as CUDA names it, or as torch_npu does (device_name).
+def get_device_name(device=None, *, device_name=None):
+    devices.index_of(devices.either("device", device, "device_name", device_name))
     return DEVICE_NAME
 
 
@@ -133,6 +134,7 @@ def get_device_capability(device=None):
 
 
 def is_bf16_supported(including_emulation=True):
+    """True: emulated or not, the host computes bfloat16."""
     return True
 
 

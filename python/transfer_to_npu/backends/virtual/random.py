@@ -140,7 +140,9 @@ def set_rng_state(new_state, device="npu"):
 
 
 def get_rng_state_all():
-    return [get_rng_state(i) for i in range(len(default_generators))]
+    # The visible npus', as torch.cuda's: the generators of npus provided
+    # for a job that has ended (devices.withdraw) are kept, not counted.
+    return [get_rng_state(i) for i in range(devices.count())]
 
 
 def set_rng_state_all(new_states):

@@ -10,6 +10,7 @@ import threading
 import torch
 
 from ..cpu import HostEvent
+from ..cpu import StreamContext as HostStreamContext
 from . import devices
 
 __all__ = ["Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
@@ -41,6 +42,12 @@ class Stream(torch.Stream):
     def query(self):
         return True
 
+    @staticmethod
+    def priority_range():
+        """(least, greatest) priority, as CUDA's builds answer: work on the
+        host runs in one queue, of one priority."""
+        return (0, 0)
+
     def synchronize(self):
         pass
 
@@ -54,6 +61,9 @@ class Stream(torch.Stream):
         event = Event() if event is None else event
         event.record(self)
         return event
+
+    def set_data_preprocess_stream(self, is_data_preprocess_stream=False):
+        """torch_npu's hint that the stream feeds data: nothing to do here."""
 
     # `with torch.Stream('cuda') as s:` makes it current, as
     # torch.npu.stream(s) does (torch.Stream's own would set torch's).
@@ -89,7 +99,9 @@ class Event(HostEvent, torch.Event):
 
     _name = "torch.npu.Event"
 
-    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+    # external: whether a CUDA graph capturing the event records it as a
+    # node of its own; there are no graphs to capture here.
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False, external=False):
         return cls._made(None, enable_timing, blocking, interprocess)
 
     @classmethod
@@ -133,10 +145,10 @@ _local = threading.local()
 
 def default_stream(device=None):
     index = devices.as_device(device).index
-    stream_ = _default_streams.get(index)
-    if stream_ is None:
-        stream_ = _default_streams.setdefault(index, Stream(index))
-    return stream_
+    found = _default_streams.get(index)
+    if found is None:
+        found = _default_streams.setdefault(index, Stream(index))
+    return found
 
 
 def current_stream(device=None):
@@ -145,32 +157,32 @@ def current_stream(device=None):
     return current if current is not None else default_stream(index)
 
 
-def set_stream(stream_):
-    if stream_ is None:
+# The parameters are named as CUDA's and torch_npu's are: code passes them
+# by name (torch.cuda.stream(stream=s)).
+
+def set_stream(stream):
+    if stream is None:
         return
     if not hasattr(_local, "streams"):
         _local.streams = {}
-    _local.streams[stream_.device.index] = stream_
+    _local.streams[stream.device.index] = stream
 
 
-class StreamContext:
-    """``with torch.npu.stream(s):``: make ``s`` the current stream."""
+class StreamContext(HostStreamContext):
+    """``with torch.npu.stream(s):``: make ``s`` the current stream of its
+    npu (named as CUDA names it, or as torch_npu does: stream_ctx)."""
 
-    def __init__(self, stream_):
-        self.stream = stream_
-        self._previous = None
+    def __init__(self, stream=None, *, stream_ctx=None):
+        super().__init__(devices.either("stream", stream, "stream_ctx", stream_ctx))
 
-    def __enter__(self):
-        if self.stream is not None:
-            self._previous = current_stream(self.stream.device)
-            set_stream(self.stream)
-        return self.stream
+    @staticmethod
+    def _current(stream):
+        return current_stream(stream.device)
 
-    def __exit__(self, *exc):
-        if self.stream is not None:
-            set_stream(self._previous)
-        return False
+    @staticmethod
+    def _set(stream):
+        set_stream(stream)
 
 
-def stream(stream_):
-    return StreamContext(stream_)
+def stream(stream):
+    return StreamContext(stream)

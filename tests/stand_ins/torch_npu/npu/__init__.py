@@ -42,6 +42,30 @@ set_device = _recorded(_device.set_device)
 device_count = _recorded(_device.device_count)
 
 
+# Where torch_npu names a parameter otherwise than CUDA, so does the
+# stand-in: torch_npu's StreamContext(stream_ctx), get_device_name(device_name).
+class StreamContext(getattr(_device, "StreamContext", object)):
+    def __init__(self, stream_ctx):
+        calls.append("StreamContext")
+        arguments["StreamContext"] = (stream_ctx,)
+        self.stream = stream_ctx
+        if KERNELS:
+            super().__init__(stream_ctx)
+
+    if not KERNELS:
+        def __enter__(self):
+            return self.stream
+
+        def __exit__(self, *exc):
+            return False
+
+
+def get_device_name(device_name=None):
+    calls.append("get_device_name")
+    arguments["get_device_name"] = (device_name,)
+    return _device.get_device_name(device_name)
+
+
 class _HF32Switch:
     """torch_npu's ``torch.npu.matmul`` and ``torch.npu.conv``: an
     ``allow_hf32`` switch, each value set recorded in ``history``."""

@@ -341,7 +341,7 @@ def _advise(found):
                 data = fh.read()
             if spellings is None:
                 spellings = analyze.spellings()
-            static, *_ = analyze.scan_python(spellings, path, data)
+            static = analyze.scan_python(spellings, path, data)[0].findings
         except Exception:  # the file moved, or cannot be read as Python
             continue
         for line, f in items:

@@ -49,15 +49,15 @@ def is_allocator_initialized():
     return True
 
 
-def device_stats(index):
+def device_stats(device=None):
     return memory_stats()
 
 
-def nothing(index=None):
+def nothing(device=None):
     pass
 
 
-def memory_info(index):
+def memory_info(device=None):
     return mem_get_info()
 
 

@@ -17,6 +17,10 @@ import pytest
 
 from conftest import ROOT, run_python
 
+# On the torch line of `make test` only: compare's verdicts on whole scripts; the dump
+# and the reference under them are checked on every line (test_accuracy.py).
+pytestmark = pytest.mark.main_line
+
 DATA = ROOT / "tests" / "data" / "accuracy"
 
 

@@ -17,6 +17,10 @@ from conftest import EXAMPLES, ROOT, run_python
 from transfer_to_npu.static import analyze, convert, sources as _sources
 from transfer_to_npu.static.text import split_lines
 
+# On the torch line of `make test` only: convert reads and writes source, whatever torch
+# runs (test_rehearsal.py runs converted code as on torch_npu on every line).
+pytestmark = pytest.mark.main_line
+
 SEEDS = ROOT / "tests" / "data" / "seeds"
 COMMENT = "# transfer_to_npu: "
 

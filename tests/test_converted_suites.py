@@ -14,6 +14,10 @@ from test_peer_suites import _outcomes
 
 from transfer_to_npu.static import convert
 
+# On the torch line of `make test` only: the slow end-to-end form of what
+# test_rehearsal.py checks on every line.
+pytestmark = pytest.mark.main_line
+
 LITGPT = ROOT / "build" / "peer-suites" / "litgpt-0.5.13"
 # The files with litgpt's CUDA guards, mocks of torch.cuda, Lightning's
 # 'cuda' accelerator and its nvidia-smi check.

@@ -72,8 +72,10 @@ def _register_autocast():
     with warnings.catch_warnings():
         # torch says once that it replaces a kernel of its own: meant here.
         warnings.simplefilter("ignore")
+        # One kernel an op and key a library: CUDA's where it has one.
         for name in cpu_ops:
-            lib.impl(name, torch.library.fallthrough_kernel, key)
+            if name not in kernels:
+                lib.impl(name, torch.library.fallthrough_kernel, key)
         for name, make in kernels.items():
             lib.impl(name, make(), key)
     _libraries.append(lib)

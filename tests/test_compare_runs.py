@@ -183,6 +183,21 @@ def test_per_call_check_names_each_wrong_kernel(tmp_path):
     assert counts["pass"] >= 4 and counts["error"] == 2
 
 
+def test_a_random_draw_first_apart_is_named_as_one(tmp_path):
+    """Where the first values apart are a random draw, the summary says
+    so: the generators drew other numbers, and what follows differs with
+    them."""
+    script = DATA / "device_noise.py"
+    out = tmp_path / "out"
+    proc = _compare(tmp_path, "--output", out, "--", script)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    first = _result(out)["first_divergence"]["0"]
+    assert first["NPU Name"].startswith("Torch.randn_like.0.forward.output")
+    assert first["NPU_Stack_Info"] == f"{script}:{_line(script, '# DRAW')}"
+    assert "Torch.randn_like draws random numbers" in proc.stdout
+    assert "a random draw (Torch.randn_like)" in _last(proc)
+
+
 def test_a_single_dump_names_its_first_overflow(tmp_path):
     script = DATA / "planted.py"
     proc = run_python(["-m", "transfer_to_npu", "--dump", "d", str(script), "overflow"],

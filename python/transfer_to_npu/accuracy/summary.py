@@ -18,7 +18,7 @@ from . import branches as _branches, curves as _curves, overflow as _overflow
 from . import percall as _percall
 from .curves import fmt
 from .matching import COLUMNS, compare_dumps, same_program
-from .verdicts import ERROR, NA, PASS, WARNING, looser
+from .verdicts import ERROR, NA, PASS, WARNING, looser, random_draw
 
 OK, DIFFERS, FAILED, INTERRUPTED = 0, 1, 3, 130
 
@@ -83,7 +83,10 @@ class Report:
                                + (f" ({s['npu_site']})" if s["npu_site"] else ""))
             if res.first_error:
                 row = next(iter(res.first_error.values()))
-                reasons.append(f"values differ (first error at {_where(row)})")
+                drawn = random_draw(row["NPU Name"])
+                reasons.append(f"values differ (first error at {_where(row)}"
+                               + (f", a random draw ({drawn}): the runs drew other numbers"
+                                  if drawn else "") + ")")
         for finding in self.branches:
             reasons.append(f"a device-name test goes another way than on CUDA at "
                            f"{finding['site']}")
@@ -299,6 +302,11 @@ def _describe_row(p, title, row):
     if row.get("Module"):
         p(f"    in {row['Module']}")
     p(f"    {row['Result']}: {row['Err_message'] or 'statistics differ'}")
+    drawn = random_draw(row["NPU Name"])
+    if drawn and row["Result"] in (WARNING, ERROR):
+        p(f"    {drawn} draws random numbers: the two runs drew other numbers from their "
+          f"generators, and what they feed differs with them; make the draw on the host and "
+          f"move it, or leave it out for the compare (docs/accuracy.md)")
     if row["NPU Dtype"] is None and row["Bench Dtype"] is None:
         return
     p(f"    NPU   {row['NPU Dtype']} {row['NPU Tensor Shape']}: max {fmt(row['NPU max'])} "

@@ -30,6 +30,27 @@ PASS, WARNING, ERROR, NA = "pass", "warning", "error", "N/A"
 STATS = ("Max", "Min", "Mean", "Norm")
 
 
+# The calls whose values are draws from a generator: two runs draw the same
+# numbers only from generators of one kind in one state.
+_RANDOM = frozenset((
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm",
+    "normal", "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "poisson",
+    "exponential_", "geometric_", "log_normal_", "cauchy_", "random_", "rrelu", "rrelu_",
+    "dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout", "native_dropout",
+))
+
+
+def random_draw(name):
+    """The API of a recorded name ("Torch.randn_like.0.forward.output.0")
+    when it draws random numbers, else None."""
+    kind, _, rest = name.partition(".")
+    api = rest.partition(".")[0]
+    if kind in ("Torch", "Tensor", "Functional") and api in _RANDOM:
+        return f"{kind}.{api}"
+    return None
+
+
 # --- comparing tensors ---------------------------------------------------------
 
 # Arguments compared by value (a device is not: it is the run's own).

@@ -314,13 +314,6 @@ print('pinned', x.is_pinned(), torch.ones(2).is_pinned(), torch.empty(3, pin_mem
 data = torch.utils.data.TensorDataset(torch.arange(8.).view(4, 2))
 loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=1, pin_memory=True)
 print('batches', [(b.is_pinned(), b.tolist()) for (b,) in loader])
-# The device's own generator: dropout draws from it, the host's stream is
-# left alone (torch.randint on the host is the same on both).
-torch.manual_seed(0)
-d = torch.nn.Dropout(0.5)(torch.ones(8, device='cuda'))
-print('dropout', d.tolist(), torch.randint(0, 100, (3,)).tolist())
-torch.cuda.manual_seed(5)
-print('device seeded', torch.nn.functional.dropout(torch.ones(6, device='cuda'), 0.5).tolist())
 # The precision policy kept, CUDA's lists and default dtype; values to the bit.
 torch.manual_seed(0)
 m = torch.nn.Linear(8, 8).cuda()
@@ -344,9 +337,8 @@ def test_reference_answers_as_a_gpu_machine(tmp_path):
     """The cpu backend (the reference of a compare without a GPU) answers
     what CUDA code asks as a GPU machine does, consistently, and computes
     what the virtual NPU computes, to the bit: pinned memory and a pinning
-    DataLoader with a worker, torch.accelerator, a device generator of its
-    own for dropout, the autocast policy with CUDA's lists and default
-    dtype."""
+    DataLoader with a worker, torch.accelerator, the autocast policy with
+    CUDA's lists and default dtype."""
     script = _write(tmp_path, "gpu.py", AS_ON_A_GPU)
     out = {}
     for backend in ("cpu", "virtual"):
@@ -360,8 +352,74 @@ def test_reference_answers_as_a_gpu_machine(tmp_path):
     assert cpu[2] == "pinned True False True"
     assert cpu[3] == ("batches [(True, [[0.0, 1.0], [2.0, 3.0]]), "
                       "(True, [[4.0, 5.0], [6.0, 7.0]])]")
-    assert cpu[6].startswith("autocast torch.float16 torch.float32 torch.float32 torch.float16 True")
+    assert cpu[4].startswith("autocast torch.float16 torch.float32 torch.float32 torch.float16 True")
     assert cpu[2:] == virtual[2:]
+
+
+# Random draws on the device, every way a script makes them: by a device
+# argument, from a device tensor, in place, in nn.init, inside torch's own
+# modules and kernels (attention's and the LSTM's dropout), recomputed by a
+# checkpoint, from a generator of the script's own; and the host's after.
+DRAWS = """\
+import torch, torch.nn as nn, torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+dev = torch.device('cuda')
+def show(name, t):
+    print(name, t.detach().float().cpu().flatten()[:6].tolist())
+x = torch.ones(4, 8, device=dev)
+show('randn_like', torch.randn_like(x))
+show('randn', torch.randn(2, 3, device='cuda'))
+show('host', torch.randn(3))
+show('dropout', nn.Dropout(0.5)(x))
+show('dropout2d', F.dropout2d(torch.ones(2, 4, 3, 3, device=dev), 0.5))
+show('alpha', F.alpha_dropout(x, 0.2, training=True))
+show('kaiming', nn.init.kaiming_uniform_(torch.empty(3, 4, device=dev)))
+show('orthogonal', nn.init.orthogonal_(torch.empty(4, 4, device=dev)))
+show('bernoulli', torch.bernoulli(torch.full((6,), 0.5, device=dev)))
+show('multinomial', torch.multinomial(torch.ones(10, device=dev), 4))
+show('randperm', torch.randperm(8, device=dev))
+show('view', torch.zeros(4, 4, device=dev)[:, 1:3].normal_())
+g = torch.Generator(device='cuda')
+g.manual_seed(7)
+show('own generator', torch.randn(4, device='cuda', generator=g))
+leaf = torch.randn(3, device=dev, requires_grad=True)
+print('leaf', leaf.is_leaf, leaf.requires_grad, leaf.device.type)
+q = torch.randn(5, 1, 8, device=dev)
+show('mha', nn.MultiheadAttention(8, 2, dropout=0.5).to(dev)(q, q, q)[0])
+show('sdpa', F.scaled_dot_product_attention(q, q, q, dropout_p=0.5))
+# The npu's LSTM cell is fused (CUDA's kernel): its sums round apart.
+print('lstm', [round(v, 4) for v in nn.LSTM(8, 8, 2, dropout=0.5).to(dev)(q)[0][0, 0].tolist()])
+lin = nn.Linear(8, 8).to(dev)
+inp = torch.randn(4, 8, device=dev, requires_grad=True)
+checkpoint(lambda t: F.dropout(lin(t), 0.5), inp, use_reentrant=False).sum().backward()
+show('checkpoint', inp.grad)
+show('host after', torch.randn(3))
+"""
+
+
+def test_a_seeded_dump_draws_the_devices_random_numbers_on_the_host(tmp_path):
+    """In a compare's runs (a seeded dump) every random number on the
+    device is drawn on the host, from the host's generator, in program
+    order: the reference and the migrated run draw the same numbers,
+    wherever the draw is made.  A plain run keeps the device's generator,
+    which leaves the host's stream alone."""
+    import torch
+
+    script = _write(tmp_path, "draws.py", DRAWS)
+    out = {}
+    for backend in ("cpu", "virtual"):
+        proc = run_python(["-m", "transfer_to_npu", "--backend", backend, "--dump",
+                           f"d_{backend}", "--dump-seed", "0", str(script)], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        out[backend] = proc.stdout.splitlines()
+    assert len(out["virtual"]) == 19 and "leaf True True npu" in out["virtual"]
+    assert [line.replace(" cpu", " npu") for line in out["cpu"]] == out["virtual"]
+    plain = run_python(["-m", "transfer_to_npu", str(script)], cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    torch.manual_seed(0)
+    first = f"host {torch.randn(3).tolist()}"
+    assert first in plain.stdout.splitlines() and first not in out["virtual"]
 
 
 def test_cpu_backend_runs_cuda_code_on_the_host(tmp_path):

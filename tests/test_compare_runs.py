@@ -183,13 +183,31 @@ def test_per_call_check_names_each_wrong_kernel(tmp_path):
     assert counts["pass"] >= 4 and counts["error"] == 2
 
 
-def test_a_random_draw_first_apart_is_named_as_one(tmp_path):
-    """Where the first values apart are a random draw, the summary says
-    so: the generators drew other numbers, and what follows differs with
-    them."""
-    script = DATA / "device_noise.py"
+def test_noise_drawn_on_the_device_compares_clean(tmp_path):
+    """A VAE's reparameterization (torch.randn_like of a device tensor):
+    both runs of a compare draw the device's numbers on the host, so the
+    reference draws what the migrated run draws."""
     out = tmp_path / "out"
-    proc = _compare(tmp_path, "--output", out, "--", script)
+    proc = _compare(tmp_path, "--output", out, "--", DATA / "device_noise.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _last(proc) == "compare: exit 0: nothing differs beyond noise"
+
+
+def test_a_random_draw_first_apart_is_named_as_one(tmp_path):
+    """Dumps made apart draw alike with the same --dump-seed; not seeded,
+    their devices' generators draw other numbers, and where the first
+    values apart are such a draw the summary says so."""
+    script = DATA / "device_noise.py"
+    for seed in ("0", None):
+        for name, backend in (("npu", "virtual"), ("bench", "cpu")):
+            argv = ["-m", "transfer_to_npu", "--backend", backend, "--dump", f"{name}{seed}"]
+            argv += ["--dump-seed", seed] if seed else []
+            proc = run_python(argv + [str(script)], cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+        out = tmp_path / f"out{seed}"
+        proc = _compare(tmp_path, f"npu{seed}", f"bench{seed}", "--output", out)
+        if seed:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr
     first = _result(out)["first_divergence"]["0"]
     assert first["NPU Name"].startswith("Torch.randn_like.0.forward.output")

@@ -45,6 +45,9 @@ def _parser():
                    "matches one of these comma-separated patterns (Module.*,Functional.*)")
     p.add_argument("--dump-tensors", metavar="PATTERNS", help="with --dump: also keep the full "
                    "tensors of the calls matching these patterns")
+    p.add_argument("--dump-seed", metavar="N", help="with --dump: seed random, numpy and torch "
+                   "before the script, and draw the device's random numbers on the host, as "
+                   "compare does for its runs (dumps made apart then draw alike)")
     p.add_argument("--dump-check", action="store_const", const="1", help="with --dump: run each "
                    "recorded call again on the host in float64 and judge it alone "
                    "(TRANSFER_TO_NPU_DUMP_CHECK=1)")
@@ -139,12 +142,13 @@ def _user_traceback(tb, filename):
 
 # Our options that take a value (as a separate argument, or after "=").
 _VALUED = ("--log", "--log-file", "--report", "--backend", "--torch-npu", "--dump",
-           "--dump-steps", "--dump-list", "--dump-tensors")
+           "--dump-steps", "--dump-list", "--dump-tensors", "--dump-seed")
 
 # --dump's options, and the variables that carry them to every process.
 _DUMP_OPTIONS = (("dump", "TRANSFER_TO_NPU_DUMP"), ("dump_steps", "TRANSFER_TO_NPU_DUMP_STEPS"),
                  ("dump_list", "TRANSFER_TO_NPU_DUMP_LIST"),
                  ("dump_tensors", "TRANSFER_TO_NPU_DUMP_TENSORS"),
+                 ("dump_seed", "TRANSFER_TO_NPU_DUMP_SEED"),
                  ("dump_check", "TRANSFER_TO_NPU_DUMP_CHECK"))
 
 

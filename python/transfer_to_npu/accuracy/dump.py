@@ -27,7 +27,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import _files
-from . import branches as _branches, collectives as _collectives, names as _names
+from . import branches as _branches, collectives as _collectives, draws as _draws
+from . import names as _names
 from . import outcome as _outcome
 from . import percall as _percall, stats as _stats
 from . import reference
@@ -645,7 +646,10 @@ def start(settings=None):
         return _recorder
     settings = Settings.from_environment() if settings is None else settings
     os.makedirs(settings.directory, exist_ok=True)
-    _seed()
+    if _seed():
+        kind = _draws.device_type()
+        if kind is not None:
+            _draws.install(kind)
     rec = Recorder(settings)
     mode = _Mode(rec)
     mode.__enter__()  # for the whole run, or until stop()
@@ -751,10 +755,11 @@ def _data_worker():
 
 def _seed():
     """The seed compare gives both runs (TRANSFER_TO_NPU_DUMP_SEED), before
-    the script: random, numpy (when installed) and torch."""
+    the script: random, numpy (when installed) and torch; whether there is
+    one."""
     text = os.environ.get(ENV_SEED)
     if not text:
-        return
+        return False
     try:
         seed = int(text)
     except ValueError:
@@ -769,6 +774,7 @@ def _seed():
     else:
         numpy.random.seed(seed)
     torch.manual_seed(seed)
+    return True
 
 
 def requested():

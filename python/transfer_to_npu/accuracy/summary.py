@@ -304,9 +304,9 @@ def _describe_row(p, title, row):
     p(f"    {row['Result']}: {row['Err_message'] or 'statistics differ'}")
     drawn = random_draw(row["NPU Name"])
     if drawn and row["Result"] in (WARNING, ERROR):
-        p(f"    {drawn} draws random numbers: the two runs drew other numbers from their "
-          f"generators, and what they feed differs with them; make the draw on the host and "
-          f"move it, or leave it out for the compare (docs/accuracy.md)")
+        p(f"    {drawn} draws random numbers: the two runs drew other numbers (dumps not "
+          f"seeded alike, or a generator the script set itself), and what they feed differs "
+          f"with them (docs/accuracy.md)")
     if row["NPU Dtype"] is None and row["Bench Dtype"] is None:
         return
     p(f"    NPU   {row['NPU Dtype']} {row['NPU Tensor Shape']}: max {fmt(row['NPU max'])} "

@@ -42,11 +42,13 @@ _RANDOM = frozenset((
 
 
 def random_draw(name):
-    """The API of a recorded name ("Torch.randn_like.0.forward.output.0")
-    when it draws random numbers, else None."""
+    """The API of a recorded output ("Torch.randn_like.0.forward.output.0")
+    when it is a draw of random numbers, else None (the gradient that flows
+    into a dropout is not one)."""
     kind, _, rest = name.partition(".")
-    api = rest.partition(".")[0]
-    if kind in ("Torch", "Tensor", "Functional") and api in _RANDOM:
+    api, _, rest = rest.partition(".")
+    if kind in ("Torch", "Tensor", "Functional") and api in _RANDOM \
+            and ".forward.output" in f".{rest}":
         return f"{kind}.{api}"
     return None
 

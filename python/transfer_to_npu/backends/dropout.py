@@ -1,10 +1,10 @@
 """Dropout as the cpu computes it (torch's ``_dropout_impl``): float noise
 drawn, scaled, multiplied in, autograd recording the multiplication.
 
-Both devices that compute on the host use it for ``aten::dropout``: the
-virtual NPU (its npu's generator: ``virtual/dropout.py``) and the cpu
-backend's reference (the device's generator of its own: ``cpu/random.py``),
-so that the same seed gives them the same masks, to the bit.
+The virtual NPU computes ``aten::dropout`` so (``virtual/dropout.py``), and
+so does any device in a compare's runs, its noise drawn on the host
+(``accuracy/draws.py``): the same seed gives them the host's masks, to the
+bit.
 """
 
 import torch
@@ -12,7 +12,7 @@ import torch
 aten = torch.ops.aten
 
 
-def dropout(input, p, train, generator=None):
+def dropout(input, p, train):
     if not 0 <= p <= 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     if p == 0 or not train or input.numel() == 0:
@@ -20,7 +20,7 @@ def dropout(input, p, train, generator=None):
     if p == 1:
         return input * torch.zeros((), dtype=input.dtype, device=input.device)
     noise = torch.empty_like(input)
-    noise.bernoulli_(1 - p, generator=generator)
+    noise.bernoulli_(1 - p)
     # The overloads torch's C++ calls, so that modes and traces see the
     # cpu's ops.
     aten.div_.Scalar(noise, 1 - p)

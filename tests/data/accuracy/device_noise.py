@@ -1,6 +1,6 @@
 """Noise drawn on the device from a device tensor, as a VAE's
-reparameterization or a diffusion model's forward process draws it: the
-two runs' generators draw other numbers (docs/accuracy.md)."""
+reparameterization or a diffusion model's forward process draws it: a
+compare's runs draw it on the host, alike (docs/accuracy.md)."""
 import torch
 
 torch.manual_seed(0)

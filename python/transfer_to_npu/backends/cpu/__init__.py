@@ -7,7 +7,7 @@ The mapping table is the one the NPU gets, with the host as target
 which answers for the host as a GPU machine answers for its GPU: one
 device (one per process of a launcher, as a GPU each), ``synchronize``
 with nothing to wait for, memory figures of 0, a generator of the device's
-own (random.py), pinned memory (pinned.py) and ``torch.accelerator``
+own for its seed and state functions, pinned memory (pinned.py) and ``torch.accelerator``
 (accelerator.py) as on CUDA, so that the script takes the paths it takes
 there.  Autocast keeps the script's precision policy: ``torch.autocast('cuda',
 dtype)`` is the host's autocast, casting by CUDA's lists
@@ -24,8 +24,6 @@ import time
 
 import torch
 
-from .random import GENERATOR
-
 NAME = "cpu"
 
 #: The device torch reports for a CUDA device on the host.
@@ -33,16 +31,14 @@ DEVICE_NAME = "CPU (reference run)"
 
 
 def install():
-    """The host's answers that torch's dispatcher gives: pinning, dropout
-    from the device's generator, autocast by CUDA's lists (once per
-    process)."""
+    """The host's answers that torch's dispatcher gives: pinning, autocast
+    by CUDA's lists (once per process)."""
     global _installed
     if _installed:
         return
-    from . import pinned, random
+    from . import pinned
 
     pinned.register()
-    random.register()
     _register_autocast()
     # CUDA's default autocast dtype, where the host's is bfloat16 (for the
     # main thread, where torch keeps it; autocast_init gives it to every
@@ -339,9 +335,15 @@ def mem_get_info(device=None):
     return free, total
 
 
-# --- random numbers: the device's generator (random.py) ---------------------
+# --- random numbers ----------------------------------------------------------
 
-# torch.manual_seed() and torch.seed() call torch.cuda's, which are these.
+# The device's generator, which torch.cuda's seed and state functions set
+# and read (torch.manual_seed() and torch.seed() call them).  Nothing draws
+# from it: in a compare each run draws the device's numbers on the host,
+# from the host's generator (accuracy/draws.py), which on the host is
+# where they come from anyway.
+GENERATOR = torch.Generator()
+
 
 def manual_seed(seed):
     GENERATOR.manual_seed(int(seed))

@@ -94,6 +94,22 @@ def _temporary(path, data):
     return tmp
 
 
+def write_in_new_directory(path, data):
+    """Write data at path, in a directory this process has just made (no
+    file of anyone else's can be there, where replace's checks cost a
+    dumped step's files more than writing them): whole or not at all,
+    through a temporary name beside it, never through a link."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.rename(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def write_new(path, data, fallback):
     """Write data to a new file at path, whole or not at all: through a
     temporary file of an unpredictable name beside it, linked to path only

@@ -53,6 +53,46 @@ START_TEST(test_stats_nan_and_inf)
 }
 END_TEST
 
+/* A long contiguous float32 row (read in vector registers) gives what the
+ * same elements read one by one give (a stride of 2 over a copy spread
+ * out), NaN and infinities counted wherever they are. */
+START_TEST(test_stats_long_float_rows)
+{
+    enum { N = 1003 };
+    static float dense[N], spread[2 * N];
+    int64_t shape[] = {N}, one[] = {1}, two[] = {2};
+    ttn_stats_result a, b;
+    int i, k;
+
+    for (k = 0; k < 4; k++) {
+        for (i = 0; i < N; i++)
+            dense[i] = (float)((i * 37) % 101) - 50.5f;
+        if (k == 1)
+            dense[517] = NAN;
+        if (k == 2)
+            dense[N - 1] = -INFINITY;
+        if (k == 3)
+            dense[3] = INFINITY, dense[900] = -INFINITY;
+        for (i = 0; i < N; i++)
+            spread[2 * i] = dense[i];
+        ck_assert_int_eq(ttn_stats(dense, TTN_F32, 1, shape, one, &a), 0);
+        ck_assert_int_eq(ttn_stats(spread, TTN_F32, 1, shape, two, &b), 0);
+        ck_assert_int_eq(a.nan, b.nan);
+        ck_assert_int_eq(a.inf, b.inf);
+        ck_assert(a.nan == (k == 1) && a.inf == (k == 2) + 2 * (k == 3));
+        if (k == 0) {
+            ck_assert(a.max == 49.5 && a.min == -50.5);
+            ck_assert(fabs(a.mean - b.mean) < 1e-12 && fabs(a.norm - b.norm) < 1e-9);
+        } else if (k == 1) {
+            ck_assert(isnan(a.max) && isnan(a.min) && isnan(a.mean) && isnan(a.norm));
+        } else {
+            ck_assert(a.max == b.max && a.min == b.min && isinf(a.norm));
+            ck_assert((isnan(a.mean) && isnan(b.mean)) || a.mean == b.mean);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_stats_half_types_and_integers)
 {
     uint16_t half[] = {0x3c00, 0xc000, 0x0001, 0x7c00};  /* 1, -2, 2^-24, inf */
@@ -108,6 +148,7 @@ stats_suite(void)
     tcase_add_test(tc, test_stats_contiguous_float);
     tcase_add_test(tc, test_stats_strided_views);
     tcase_add_test(tc, test_stats_nan_and_inf);
+    tcase_add_test(tc, test_stats_long_float_rows);
     tcase_add_test(tc, test_stats_half_types_and_integers);
     tcase_add_test(tc, test_stats_large_float64_and_scalars);
     tcase_add_test(tc, test_stats_refuses);

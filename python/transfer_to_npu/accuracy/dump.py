@@ -256,6 +256,10 @@ class Recorder:
             return
         at = name.rfind(".forward")
         backward = f"{name[:at]}.backward{name[at + len('.forward'):]}"
+        with torch._C.DisableTorchFunction():  # register_hook is a torch function
+            self._watch(backward, output)
+
+    def _watch(self, backward, output):
         for i, t in enumerate(output if isinstance(output, (list, tuple)) else (output,)):
             # Not a leaf (a parameter, which an in-place initialisation or
             # a .to() of the same device returns): its gradient is the
@@ -302,9 +306,15 @@ class Recorder:
     def write(self, step):
         if not (step.data or step.scalars) or _data_worker():
             return
+        with _quiet():
+            self._write(step)
+
+    def _write(self, step):
         _read_pending(step.pending)
-        place = os.path.join(self.settings.directory, f"step{step.index}", f"rank{self.rank()}")
-        os.makedirs(place, exist_ok=True)
+        step_dir = os.path.join(self.settings.directory, f"step{step.index}")
+        place = os.path.join(step_dir, f"rank{self.rank()}")
+        write = _files.write_in_new_directory if _new_directory(step_dir, place) else \
+            _files.replace
         tensor_dir = None
         if step.saved:
             tensor_dir = os.path.join(place, "dump_tensor_data")
@@ -314,13 +324,12 @@ class Recorder:
         head = {"task": self.task, "level": "mix", "framework": "pytorch",
                 "dump_data_dir": tensor_dir}
         head["data"] = step.data
-        _files.replace(os.path.join(place, "dump.json"), json.dumps(head).encode())
+        write(os.path.join(place, "dump.json"), json.dumps(head).encode())
         if step.checks:
             _percall.write(place, step.checks)
         for filename, content in (("stack.json", step.stack), ("construct.json", step.construct),
                                   ("scalars.json", step.scalars)):
-            _files.replace(os.path.join(place, filename),
-                           json.dumps(content).encode())
+            write(os.path.join(place, filename), json.dumps(content).encode())
 
     def finish(self):
         """Write the open step (at exit, on Ctrl-C and sys.exit too)."""
@@ -362,20 +371,46 @@ class _GradHook:
 
 class _quiet:
     """No autograd and no torch functions (the dump records nothing of its
-    own)."""
+    own), and no trace function: the device-name tests' (branches.py)
+    looks at the script's lines only, and on Python 3.11 a trace function
+    slows every frame, the dump's own the most."""
 
-    __slots__ = ("grad", "tf")
+    __slots__ = ("grad", "tf", "trace")
 
     def __enter__(self):
-        self.grad = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(False)
+        # Torch functions off first: torch hands _set_grad_enabled to the
+        # modes too.
         self.tf = torch._C.DisableTorchFunction()
         self.tf.__enter__()
+        self.grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+        self.trace = sys.gettrace()
+        if self.trace is not None:
+            sys.settrace(None)
 
     def __exit__(self, *exc):
-        self.tf.__exit__(*exc)
+        if self.trace is not None:
+            sys.settrace(self.trace)
         torch._C._set_grad_enabled(self.grad)
+        self.tf.__exit__(*exc)
         return False
+
+
+def _new_directory(parent, place):
+    """Make place, in parent (made too where missing); whether place is
+    new (a step written again, at exit, or a dump directory used before
+    has it already)."""
+    try:
+        os.mkdir(parent)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # the dump directory itself, removed meanwhile
+        os.makedirs(parent, exist_ok=True)
+    try:
+        os.mkdir(place)
+    except FileExistsError:
+        return False
+    return True
 
 
 def _read_pending(pending):
@@ -455,7 +490,8 @@ class _Mode(TorchFunctionMode):
             kwargs = {}
         rec = self.recorder
         decided = rec.decided.get(id(func))
-        if decided is False or rec.in_optimizer or not rec.active or _in_backward():
+        if decided is False or rec.in_optimizer or not rec.active or _in_backward() or \
+                rec.loading and threading.get_ident() in rec.loading:
             return func(*args, **kwargs)
         try:
             if decided is None:
@@ -665,7 +701,7 @@ def start(settings=None):
                 optimizer.register_optimizer_step_pre_hook(_optimizer_pre_hook(rec)).remove,
                 optimizer.register_optimizer_step_post_hook(_optimizer_hook(rec)).remove,
                 lambda: mode.__exit__(None, None, None),
-                _watch_loading(rec)]
+                _watch_loading(rec, mode)]
     rec.run.install()
     rec.undo.append(rec.run.uninstall)
     rec.undo.append(_collectives.install(rec, _quiet))
@@ -717,24 +753,33 @@ def _trace_branches(rec):
         rec.undo.append(tracer.stop)
 
 
-def _watch_loading(rec):
+def _watch_loading(rec, mode):
     """Mark the thread in a DataLoader's __next__ while it runs (what it
-    computes is data loading, done in workers where there are some);
-    return what undoes it."""
+    computes is data loading, done in workers where there are some), with
+    the dump's mode off there where it is the innermost: a dataset indexes
+    tensors by the thousand a step, which the mode would see one by one
+    only to leave alone.  Return what undoes it."""
     from torch.utils.data import dataloader
 
     cls = dataloader._BaseDataLoaderIter
     original = cls.__dict__["__next__"]
     loading = rec.loading
+    C = torch._C
 
     def __next__(self):
         me = threading.get_ident()
         if me in loading:  # a loader read by a loader's dataset
             return original(self)
         loading.add(me)
+        depth = C._len_torch_function_stack()
+        ours = depth and C._get_function_stack_at(depth - 1) is mode
+        if ours:
+            C._pop_torch_function_stack()
         try:
             return original(self)
         finally:
+            if ours:
+                C._push_on_torch_function_stack(mode)
             loading.discard(me)
 
     cls.__next__ = __next__

@@ -1,13 +1,16 @@
 """The statistics of a tensor the dump records: Max, Min, Mean, Norm (L2)
 and the counts of NaN and infinities.
 
-A small tensor in host memory (the cpu's, the virtual NPU's) is read once,
-in place, by the C core (``_C.tensor_stats``: its element type as it is,
-no copy, sums in float64): 1.6 microseconds for 256 elements, where
-torch's four ops take 20.  torch's ops read some 2.5 times faster per
-element, so a tensor of more than FAST_MOST elements takes them, as do
-complex tensors.  A tensor in a device's own memory gets torch's ops on
-the device, read when its step is written.
+A tensor in host memory (the cpu's, the virtual NPU's) is read once, in
+place, by the C core (``_C.tensor_stats``: its element type as it is, no
+copy, sums in float64): 1.6 microseconds for 256 elements, where torch's
+ops take 20.  A contiguous float32 tensor is read in vector registers,
+some 4 times faster than torch's three ops on one thread (8k to 800k
+elements), up to DENSE_MOST elements, past which torch's ops, on all of
+torch's threads, take over.  Other tensors are read one element at a
+time, some 2.5 times slower per element than torch's ops: past FAST_MOST
+elements these take them, as do complex tensors.  A tensor in a device's
+own memory gets torch's ops on the device, read when its step is written.
 """
 
 import math
@@ -18,6 +21,8 @@ from .. import _C
 
 # Where torch's ops become cheaper (measured: 8k elements, one thread).
 FAST_MOST = 8192
+# A contiguous float32 tensor's bound (16 MB: 1.5 ms on one thread).
+DENSE_MOST = 1 << 22
 
 # torch dtype -> the C core's code for it.
 _CODES = {getattr(torch, name): code for code, name in enumerate(_C.STATS_DTYPES)}
@@ -64,14 +69,22 @@ def _values(x):
 
 
 def fast_stats(t):
-    """The statistics of a small tensor in host memory by the C core, as
-    floats (STATS order); None for one it does not read (large, complex,
-    not strided, empty)."""
+    """The statistics of a tensor in host memory by the C core, as floats
+    (STATS order); None for one it does not read (large, complex, not
+    strided, empty)."""
     code = _CODES.get(t.dtype)
-    if code is None or t.layout != torch.strided or not 0 < t.numel() <= FAST_MOST:
+    n = t.numel()
+    if code is None or t.layout != torch.strided or n == 0:
         return None
-    high, low, mean, norm, nan, inf = _C.tensor_stats(t.data_ptr(), code, tuple(t.shape),
-                                                      t.stride())
+    if t.is_contiguous():
+        if n > (DENSE_MOST if t.dtype == torch.float32 else FAST_MOST):
+            return None
+        shape, strides = (n,), (1,)  # one row
+    elif n <= FAST_MOST:
+        shape, strides = tuple(t.shape), t.stride()
+    else:
+        return None
+    high, low, mean, norm, nan, inf = _C.tensor_stats(t.data_ptr(), code, shape, strides)
     return [high, low, mean, norm, nan, inf]
 
 

@@ -16,6 +16,7 @@ line printed says which.
 """
 
 import argparse
+import gc
 import os
 import sys
 
@@ -64,6 +65,20 @@ def _usage_error(message):
 
 
 def main(argv):
+    # A compare reads millions of objects (the dumps' decoded JSON) and makes
+    # rows of them, none in a reference cycle: the cyclic collector would
+    # walk them again and again as they grow, for nothing (a quarter of the
+    # time of a compare of the quick-start CNN's 500 steps).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _compare(argv)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _compare(argv):
     parser = _parser()
     if "--" in argv:
         at = argv.index("--")

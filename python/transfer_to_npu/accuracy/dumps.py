@@ -1,6 +1,7 @@
 """Reading a dump: its steps and ranks, each part's calls, call sites,
 modules, scalars and per-call checks, and how each rank's run went."""
 
+import functools
 import json
 import os
 import re
@@ -115,6 +116,9 @@ class Dump:
         return {rank: run[name] for rank, run in self.runs.items() if run.get(name)}
 
 
+# A dump holds its names over and over (each step makes the same calls): one
+# regex substitution per name, not per occurrence.
+@functools.lru_cache(maxsize=None)
 def key(name):
     """A call's name without its counter: what matches across runs."""
     return _COUNTER.sub("", name)

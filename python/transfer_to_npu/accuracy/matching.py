@@ -173,33 +173,40 @@ def _tail_not_reached(res, cut, npu_empty, bench_empty, npu_count, bench_count):
 def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
     n_name, n_record = n_call
     b_name, b_record = b_call
-    n_tensors, b_tensors = dict(items(n_record)), dict(items(b_record))
+    n_tensors = dict(items(n_record))
     # Records equal to the last bit (the common case where the NPU computes
     # as the reference does) need no verdict but pass: each tensor's row
     # says so with its statistics (a third of a compare's time otherwise).
-    same = n_record == b_record and not any("data_name" in d for d in n_tensors.values())
-    for label in list(dict.fromkeys(list(n_tensors) + list(b_tensors))):
+    alike = n_record == b_record
+    same = alike and not any("data_name" in d for d in n_tensors.values())
+    b_tensors = n_tensors if alike else dict(items(b_record))
+    labels = n_tensors if alike else dict.fromkeys(list(n_tensors) + list(b_tensors))
+    call = {"NPU_Stack_Info": _site(n_part, n_name), "Bench_Stack_Info": _site(b_part, b_name),
+            "Module": n_part.construct.get(n_name), "Step": step, "Rank": rank}
+    for label in labels:
         n, b = n_tensors.get(label), b_tensors.get(label)
         if same:
             if n.get("type") != "torch.Tensor":
                 continue
-            values, verdict, message = _equal(n)
-        elif "torch.Tensor" in (n and n.get("type"), b and b.get("type")):
-            n = n if n is None or n.get("type") == "torch.Tensor" else None
-            b = b if b is None or b.get("type") == "torch.Tensor" else None
-            values, verdict, message = compare_tensor(n, b, n_part, b_part, res.floor)
+            row = _BLANK.copy()
+            verdict, message = _equal(row, n)
         else:
-            found = compare_value(n, b)
-            if found is None:
-                continue
+            if "torch.Tensor" in (n and n.get("type"), b and b.get("type")):
+                n = n if n is None or n.get("type") == "torch.Tensor" else None
+                b = b if b is None or b.get("type") == "torch.Tensor" else None
+                found = compare_tensor(n, b, n_part, b_part, res.floor)
+            else:
+                found = compare_value(n, b)
+                if found is None:
+                    continue
             values, verdict, message = found
-        row = dict.fromkeys(COLUMNS)
-        row.update(values)
-        row.update({"NPU Name": f"{n_name}.{label}", "Bench Name": f"{b_name}.{label}",
-                    "Result": verdict, "Err_message": message,
-                    "NPU_Stack_Info": _site(n_part, n_name),
-                    "Bench_Stack_Info": _site(b_part, b_name),
-                    "Module": n_part.construct.get(n_name), "Step": step, "Rank": rank})
+            row = _BLANK.copy()
+            row.update(values)
+        row["NPU Name"] = f"{n_name}.{label}"
+        row["Bench Name"] = f"{b_name}.{label}"
+        row["Result"] = verdict
+        row["Err_message"] = message
+        row.update(call)
         res.rows.append(row)
         if verdict in (WARNING, ERROR):
             res.first.setdefault(rank, ("row", row))
@@ -207,30 +214,27 @@ def _compare_call(res, rank, step, n_part, b_part, n_call, b_call):
             res.first_error.setdefault(rank, row)
 
 
-def _equal(d):
-    """(row values, verdict, message) of a tensor recorded alike on both
-    sides, as compare_tensor gives them."""
-    dtype, shape = d.get("dtype"), d.get("shape")
-    row = {"NPU Dtype": dtype, "Bench Dtype": dtype, "NPU Tensor Shape": shape,
-           "Bench Tensor Shape": shape}
+# A row before its values: every column, in order (the CSV's).
+_BLANK = dict.fromkeys(COLUMNS)
+_SIDE_STATS = tuple((stat, f"NPU {col}", f"Bench {col}")
+                    for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")))
+_NO_DIFFS = dict.fromkeys(("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr",
+                           "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "Error"), 0.0)
+
+
+def _equal(row, d):
+    """Fill row with a tensor recorded alike on both sides, as compare_tensor
+    gives it; return (verdict, message)."""
+    row["NPU Dtype"] = row["Bench Dtype"] = d.get("dtype")
+    row["NPU Tensor Shape"] = row["Bench Tensor Shape"] = d.get("shape")
+    for stat, npu_col, bench_col in _SIDE_STATS:
+        row[npu_col] = row[bench_col] = d.get(stat)
+    row["NPU nan/inf"] = row["Bench nan/inf"] = \
+        f"{d.get('nan_count') or 0}/{d.get('inf_count') or 0}"
     if d.get("Max") is None:
-        for side in ("NPU", "Bench"):
-            for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")):
-                row[f"{side} {col}"] = d.get(stat)
-            row[f"{side} nan/inf"] = f"{d.get('nan_count') or 0}/{d.get('inf_count') or 0}"
-        return row, NA, "no values to compare (memory not written yet, or empty)"
-    nan_inf = f"{d.get('nan_count') or 0}/{d.get('inf_count') or 0}"
-    for side in ("NPU", "Bench"):
-        for stat, col in zip(STATS, ("max", "min", "mean", "l2norm")):
-            row[f"{side} {col}"] = d.get(stat)
-        row[f"{side} nan/inf"] = nan_inf
-    row.update(dict.fromkeys(_DIFFS, 0.0))
-    row["Error"] = 0.0
-    return row, PASS, ""
-
-
-_DIFFS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-          "MeanRelativeErr", "NormRelativeErr")
+        return NA, "no values to compare (memory not written yet, or empty)"
+    row.update(_NO_DIFFS)
+    return PASS, ""
 
 
 def same_program(res):

@@ -37,6 +37,7 @@ class Report:
         self.npu, self.bench, self.interrupted = npu, bench, interrupted
         self.floor, self.regions = _policy(npu, bench)
         self.result = compare_dumps(npu, bench, self.floor) if bench is not None else None
+        self.same_program = self.result is None or same_program(self.result)
         self.dumps = {"npu": npu} if bench is None else {"npu": npu, "bench": bench}
         self.overflow = {side: _overflow.first(d) for side, d in self.dumps.items()}
         self.curves = _curves.series(self.dumps)
@@ -75,7 +76,7 @@ class Report:
         reasons = []
         res = self.result
         if res is not None:
-            if not same_program(res):
+            if not self.same_program:
                 reasons.append("the two runs record different programs")
             elif res.unmatched:
                 s = res.unmatched[0]
@@ -130,7 +131,7 @@ class Report:
               + "".join(f", {r}" for r in reached) + f"; checks: {counts[PASS]} pass, "
               f"{counts[WARNING]} warning, {counts[ERROR]} error"
               + (f", {counts[NA]} without values" if counts[NA] else ""))
-            if not same_program(res):
+            if not self.same_program:
                 most = max(res.considered.values())
                 p(f"NOT THE SAME PROGRAM: only {res.matched} of {most} calls match up, or most "
                   f"of their tensors differ in shape; these dumps record different models or "
@@ -255,16 +256,17 @@ class Report:
                    "per_call": self.checks, "curves": self.curves}
         if res is not None:
             buf = io.StringIO()
-            writer = csv.DictWriter(buf, fieldnames=COLUMNS)
-            writer.writeheader()
-            for row in res.rows:
-                writer.writerow({k: fmt(v) if isinstance(v, float) else v
-                                 for k, v in row.items()})
+            writer = csv.writer(buf)
+            writer.writerow(COLUMNS)
+            # A row holds the columns in order (matching.py); floats as fmt
+            # writes them, inline (a compare writes millions of values).
+            writer.writerows([f"{v:.6g}" if isinstance(v, float) else v for v in row.values()]
+                             for row in res.rows)
             _files.replace(os.path.join(output, "compare_result.csv"), buf.getvalue().encode())
             first = {rank: (v[1] if v[0] == "row" else {"unmatched": v[1]})
                      for rank, v in res.first.items()}
             content.update({
-                "same_program": same_program(res), "matched": res.matched,
+                "same_program": self.same_program, "matched": res.matched,
                 "calls": {"npu": res.total_npu, "bench": res.total_bench},
                 "not_reached": res.not_reached,
                 "first_divergence": first, "first_error": res.first_error,

@@ -64,27 +64,29 @@ def items(record):
     """(label, descriptor) of each tensor and each plain value of a call,
     in order."""
     out = []
-
-    def walk(label, node):
-        if isinstance(node, dict) and (node.get("type") == "torch.Tensor"
-                                       or node.get("type") in _VALUE_TYPES):
-            out.append((label, node))
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                walk(f"{label}.{i}", v)
-
     if "input_args" in record or "output" in record:
         for i, v in enumerate(record.get("input_args", [])):
-            walk(f"input.{i}", v)
+            _walk(out, f"input.{i}", v)
         for k, v in record.get("input_kwargs", {}).items():
-            walk(f"input.{k}", v)
+            _walk(out, f"input.{k}", v)
         out_items = record.get("output", [])
         for i, v in enumerate(out_items if isinstance(out_items, list) else [out_items]):
-            walk(f"output.{i}", v)
+            _walk(out, f"output.{i}", v)
     else:
         for i, v in enumerate(record.get("input", [])):
-            walk(f"input.{i}", v)
+            _walk(out, f"input.{i}", v)
     return out
+
+
+# A function of its own, not a closure in items(): a closure that calls
+# itself is a reference cycle, left for the cyclic collector once per call.
+def _walk(out, label, node):
+    if isinstance(node, dict) and (node.get("type") == "torch.Tensor"
+                                   or node.get("type") in _VALUE_TYPES):
+        out.append((label, node))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _walk(out, f"{label}.{i}", v)
 
 
 def looser(a, b):

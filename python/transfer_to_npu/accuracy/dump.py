@@ -490,8 +490,7 @@ class _Mode(TorchFunctionMode):
             kwargs = {}
         rec = self.recorder
         decided = rec.decided.get(id(func))
-        if decided is False or rec.in_optimizer or not rec.active or _in_backward() or \
-                rec.loading and threading.get_ident() in rec.loading:
+        if decided is False or rec.in_optimizer or not rec.active or _in_backward():
             return func(*args, **kwargs)
         try:
             if decided is None:

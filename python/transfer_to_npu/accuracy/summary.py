@@ -258,9 +258,8 @@ class Report:
             buf = io.StringIO()
             writer = csv.writer(buf)
             writer.writerow(COLUMNS)
-            # A row holds the columns in order (matching.py); floats as fmt
-            # writes them, inline (a compare writes millions of values).
-            writer.writerows([f"{v:.6g}" if isinstance(v, float) else v for v in row.values()]
+            # A row holds the columns in order (matching.py).
+            writer.writerows([fmt(v) if isinstance(v, float) else v for v in row.values()]
                              for row in res.rows)
             _files.replace(os.path.join(output, "compare_result.csv"), buf.getvalue().encode())
             first = {rank: (v[1] if v[0] == "row" else {"unmatched": v[1]})

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES, run_python
+from conftest import EXAMPLES, ROOT, run_python
 from transfer_to_npu.accuracy import verdicts
 
 # A small transformer written for CUDA: data made on the host, no dropout
@@ -727,24 +727,35 @@ def run(x, device, backend, checked=False):
 '''
 
 
-def test_device_name_tests_that_ran_and_go_another_way(tmp_path):
-    """The trace evaluates the value a test compares with a CUDA name as
-    its line runs: named when the migration made it (an npu tensor's
-    device type), not when the script holds it as a string, nor where the
-    test is not evaluated (after `and` of a false)."""
+@pytest.mark.parametrize("how", ["compiled", "traced"])
+def test_device_name_tests_that_ran_and_go_another_way(tmp_path, how):
+    """The value a test compares with a CUDA name, seen as its line runs:
+    named when the migration made it (an npu tensor's device type), not
+    when the script holds it as a string, nor where the test is not
+    evaluated (after `and` of a false).  compiled: the user's code compiled
+    with its tests watched (the script our runner runs, the modules it
+    imports); traced: code compiled before the dump began, watched by the
+    trace function."""
     from transfer_to_npu.accuracy import branches
 
     path = _write(tmp_path, "tests_of_names.py", BRANCHES)
-    namespace = {}
-    exec(compile(BRANCHES, str(path), "exec"), namespace)
     tracer = branches.Tracer("npu", "hccl")
     import torch
 
     x = torch.ones(2, device="cuda")
     saved = sys.gettrace()
     sys.settrace(None)
+    namespace = {}
     try:
-        assert tracer.start()
+        if how == "compiled":
+            tracer.install()
+            code = branches.compile_user(BRANCHES.encode(), str(path))
+            run = next(c for c in code.co_consts if getattr(c, "co_name", None) == "run")
+            assert branches.HOOK in run.co_names  # the tests' subjects pass through ours
+            exec(code, namespace)
+        else:
+            exec(compile(BRANCHES, str(path), "exec"), namespace)
+            assert tracer.start()
         found = namespace["run"](x, "cuda", "nccl")
     finally:
         tracer.stop()
@@ -754,6 +765,56 @@ def test_device_name_tests_that_ran_and_go_another_way(tmp_path):
                    for f in tracer.findings.values())
     assert named == sorted([(f"{path}:{_line(BRANCHES, '# TORCH-MADE')}", "npu", False, True),
                             (f"{path}:{_line(BRANCHES, '# STR')}", "npu:0", False, True)])
+    # Stopped: the rewritten code runs on, watched no more.
+    assert namespace["run"](x, "cuda", "nccl") == ["held", "nccl"]
+
+
+def test_device_name_tests_in_imported_modules(tmp_path, monkeypatch):
+    """A user's module imported while a dump watches: its tests are watched
+    too; its line numbers are the file's (a traceback reads right), and no
+    bytecode of the rewriting is cached for a later run."""
+    from transfer_to_npu.accuracy import branches
+
+    pkg = tmp_path / "userpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    text = BRANCHES + "\n\ndef fails():\n    raise ValueError('here')  # RAISES\n"
+    _write(pkg, "helpers.py", text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tracer = branches.Tracer("npu", "hccl")
+    import torch
+
+    tracer.install()
+    try:
+        from userpkg import helpers
+
+        assert helpers.run(torch.ones(1, device="cuda"), "npu", "nccl") == ["nccl"]
+        with pytest.raises(ValueError) as info:
+            helpers.fails()
+    finally:
+        tracer.stop()
+        sys.modules.pop("userpkg.helpers", None)
+        sys.modules.pop("userpkg", None)
+    assert info.traceback[-1].lineno + 1 == _line(text, "# RAISES")
+    named = {f["site"] for f in tracer.findings.values()}
+    assert f"{pkg / 'helpers.py'}:{_line(BRANCHES, '# TORCH-MADE')}" in named
+    cached = list((pkg / "__pycache__").glob("helpers*")) if (pkg / "__pycache__").exists() else []
+    assert not cached
+    assert branches.HOOK not in (pkg / "helpers.py").read_text()
+
+
+def test_device_name_tests_of_a_script_that_started_before_the_dump(tmp_path):
+    """A process whose script imports torch itself (a rank torchrun
+    starts, TRANSFER_TO_NPU_DUMP with python train.py): its code was
+    compiled before the dump began, and the trace watches it, the lines of
+    the module running already included."""
+    script = ROOT / "tests" / "data" / "accuracy" / "planted.py"
+    proc = run_python([str(script), "branch"], cwd=tmp_path,
+                      env={"TRANSFER_TO_NPU": "1", "TRANSFER_TO_NPU_DUMP": str(tmp_path / "d")})
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads((tmp_path / "d" / "run" / "rank0.json").read_text())["branches"]
+    assert [(f["site"], f["value"]) for f in found] == \
+        [(f"{script}:{_line(script.read_text(), '# BRANCH')}", "npu")]
 
 
 def test_per_call_verdicts():

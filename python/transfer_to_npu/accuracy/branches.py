@@ -3,26 +3,37 @@
 ``if x.device.type == 'cuda':`` is a branch CUDA takes and the NPU does
 not (nor the CPU reference): the two runs agree with each other, and both
 differ from the original.  Such a line is found as the migrated run runs
-it: a trace limited to the code objects that hold a test comparing
-something with a CUDA or NCCL name (a cheap scan of the user's own files,
-read once each as their code first runs) evaluates, when the line runs,
-the value tested, without running the user's code: names, attributes of
-torch's objects, constant subscripts, and calls of torch's query functions
-(``dist.get_backend()``) and ``str``.  A test is named when that value
-names the migration's target, the migration having made it (``'npu'``
-from ``x.device.type``, ``'hccl'`` from ``get_backend()``), and the test's
+it.  The user's own files that hold a test comparing something with a
+CUDA or NCCL name are compiled with the test's subject passed through a
+function of ours (as the script runs, and as its modules are imported),
+which sees the value tested and hands it back unchanged; code without such
+a test is compiled as Python compiles it, and nothing else is watched, so
+the run pays for the tests alone.  A test is named when that value names
+the migration's target, the migration having made it (``'npu'`` from
+``x.device.type``, ``'hccl'`` from ``get_backend()``), and the test's
 outcome differs from the one its CUDA spelling gives: a string the script
 holds itself (nanoGPT's ``'cuda' in device``, with ``device = 'cuda'``) is
 the same on both, and is not named.
 
+Where the user's code was compiled before the dump began (a process that
+imports torch from its script: a rank torchrun starts), its files are
+watched by a trace function instead, limited to them: it evaluates, when a
+test runs, the value tested, without running the user's code (names,
+attributes of torch's objects, constant subscripts, and calls of torch's
+query functions and ``str``).  On Python 3.11 and before, any trace
+function slows every Python frame of the process.
+
 The findings go to the run's record (outcome.py); compare joins them with
 ``analyze``'s findings at those lines (its advice on the edit), and counts
-each as a difference.  Measured: the trace costs no more than the noise of
-a training step (docs/accuracy.md).
+each as a difference.
 """
 
 import ast
+import builtins
 import dis
+import importlib.machinery
+import importlib.util
+import re
 import sys
 import threading
 import types
@@ -31,6 +42,10 @@ from . import frames
 
 # A line evaluated this many times without a finding is left alone.
 MAX_EVALUATIONS = 16
+# The name rewritten code calls (a builtin: found from any module).
+HOOK = "__transfer_to_npu_device_test__"
+# A file that holds none of these holds no test of a CUDA or NCCL name.
+_CANDIDATE = re.compile(rb"cuda|nccl", re.IGNORECASE)
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in"}
 
 
@@ -43,12 +58,14 @@ class Test:
     the literals it is compared with, and how; span: where the test is
     (the instruction that compares carries it)."""
 
-    __slots__ = ("line", "subject", "op", "literals", "literal_left", "code", "span")
+    __slots__ = ("filename", "line", "subject", "op", "literals", "literal_left", "code",
+                 "span", "evaluations")
 
-    def __init__(self, line, subject, op, literals, literal_left, code, span):
-        self.line, self.subject, self.op = line, subject, op
+    def __init__(self, filename, line, subject, op, literals, literal_left, code, span):
+        self.filename, self.line, self.subject, self.op = filename, line, subject, op
         self.literals, self.literal_left, self.code = literals, literal_left, code
         self.span = span
+        self.evaluations = 0
 
     def outcome(self, value):
         if self.op == "startswith":
@@ -81,12 +98,14 @@ def _literals(node):
     return values if any(_spells_cuda(v) for v in values) else None
 
 
-def tests_in(source, filename):
-    """{line: [Test]} of the tests of a CUDA or NCCL name in a source."""
-    try:
-        tree = ast.parse(source, filename)
-    except (SyntaxError, ValueError):
-        return {}
+def tests_in(source, filename, tree=None):
+    """{line: [Test]} of the tests of a CUDA or NCCL name in a source (its
+    tree, where parsed already)."""
+    if tree is None:
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError):
+            return {}
     out = {}
     for node in ast.walk(tree):
         found = None
@@ -114,7 +133,8 @@ def tests_in(source, filename):
             code = ast.get_source_segment(source, node) or ""
             span = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)
             out.setdefault(subject.lineno, []).append(
-                Test(subject.lineno, subject, op, lits, left, " ".join(code.split()), span))
+                Test(filename, subject.lineno, subject, op, lits, left, " ".join(code.split()),
+                     span))
     return out
 
 
@@ -160,18 +180,22 @@ def _evaluate(node, frame):
 
 
 class Tracer:
-    """The trace of one process: ``findings`` {(file, line, code): finding}."""
+    """The device-name tests of one process: ``findings`` {(file, line,
+    code): finding}."""
 
     def __init__(self, target_device, target_backend):
         self.device, self.backend = target_device, target_backend
         self.files = {}      # filename -> {line: [Test]}
-        # code object -> {line: [Test]} or None; the trace function's
-        # answer for a code object, made at its first call.
-        self.codes = {}
-        self.answers = _Answers(self)
-        self.counts = {}     # (file, line) -> evaluations
         self.findings = {}
         self.lock = threading.Lock()
+        self.finder = None
+        # The trace, where code compiled before the dump is watched: the
+        # files it watches; code object -> {line: [Test]} or None (its
+        # answer for a code object, made at its first call).
+        self.trace = None
+        self.traced = None
+        self.codes = {}
+        self.answers = _Answers(self)
 
     def twin(self, value):
         """What a value the migration made is on CUDA, or None for a value
@@ -184,13 +208,102 @@ class Tracer:
             return value.replace(self.backend, "nccl")
         return None
 
-    # -- the trace
+    def judge(self, test, value):
+        """A test's subject evaluated to value: named where its outcome
+        differs from the one CUDA's spelling of value gives."""
+        test.evaluations += 1
+        if not isinstance(value, str):
+            return  # a torch.device equals no string, on CUDA either
+        cuda = self.twin(value)
+        if cuda is None:
+            return
+        here, there = test.outcome(value), test.outcome(cuda)
+        if here != there:
+            with self.lock:
+                self.findings.setdefault((test.filename, test.line, test.code), {
+                    "site": f"{test.filename}:{test.line}", "code": test.code,
+                    "value": value, "cuda": cuda, "here": here, "on_cuda": there})
 
-    def start(self):
-        """Trace this thread and the threads started from now on; False
-        where a trace function is set already (a debugger, coverage)."""
+    def done(self, test):
+        return test.evaluations >= MAX_EVALUATIONS or \
+            (test.filename, test.line, test.code) in self.findings
+
+    # -- the user's code, compiled with its tests watched
+
+    def install(self):
+        """Watch the tests of the user's code from now on: the script our
+        runner compiles (compile_user), the modules imported; and, by the
+        trace, the user's files loaded already."""
+        global _current
+        _current = self
+        setattr(builtins, HOOK, _seen)
+        self.finder = _Finder(self)
+        at = next((i for i, f in enumerate(sys.meta_path)
+                   if f is importlib.machinery.PathFinder), len(sys.meta_path))
+        sys.meta_path.insert(at, self.finder)
+        loaded = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
+        loaded = {f for f in loaded if isinstance(f, str) and f.endswith(".py")
+                  and frames.is_user(f) and self._tests_of(f)}
+        if loaded:
+            self.start(loaded)
+
+    def compile(self, source, filename):
+        """source (bytes) compiled for filename, its tests watched."""
+        code = self.rewritten(source, filename)
+        return code if code is not None else \
+            compile(source, filename, "exec", dont_inherit=True)
+
+    def rewritten(self, source, filename):
+        """The code of a user's file with each test's subject passed through
+        HOOK; None for a file with no test (compiled as usual)."""
+        if not _CANDIDATE.search(source):
+            return None
+        try:
+            text = importlib.util.decode_source(source)
+            tree = ast.parse(text, filename)
+        except (SyntaxError, ValueError):
+            return None  # compiled as usual: Python says what is wrong
+        tests = [t for ts in tests_in(text, filename, tree).values() for t in ts]
+        if not tests:
+            return None
+        with _LOCK:
+            first = len(_TESTS)
+            _TESTS.extend((self, t) for t in tests)
+        subjects = {id(t.subject): first + i for i, t in enumerate(tests)}
+        tree = ast.fix_missing_locations(_Rewriter(subjects).visit(tree))
+        return compile(tree, filename, "exec", dont_inherit=True)
+
+    def _tests_of(self, filename):
+        tests = self.files.get(filename)
+        if tests is None:
+            try:
+                with open(filename, encoding="utf-8", errors="replace") as f:
+                    tests = tests_in(f.read(), filename)
+            except OSError:
+                tests = {}
+            self.files[filename] = tests
+        return tests
+
+    def stop(self):
+        global _current
+        if _current is self:
+            _current = None
+        if self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        if self.trace is not None and sys.gettrace() is self.trace:
+            sys.settrace(None)
+        if self.trace is not None:
+            threading.settrace(None)
+
+    # -- the trace, for code compiled before
+
+    def start(self, files=None):
+        """Trace this thread and the threads started from now on, in files
+        (None: every user file); False where a trace function is set
+        already (a debugger, coverage)."""
         if sys.gettrace() is not None:
             return False
+        self.traced = files
         answers = self.answers
 
         # Called at every call of a Python function in the process: as
@@ -202,12 +315,14 @@ class Tracer:
         self.trace = trace
         sys.settrace(trace)
         threading.settrace(trace)
+        # The frames running already (the script's, importing torch) had
+        # no call to answer: their lines are traced from here on.
+        frame = sys._getframe(1)
+        while frame is not None:
+            if answers[frame.f_code] is not None:
+                frame.f_trace = self._line
+            frame = frame.f_back
         return True
-
-    def stop(self):
-        if getattr(self, "trace", None) is not None and sys.gettrace() is self.trace:
-            sys.settrace(None)
-        threading.settrace(None)
 
     def classify(self, code):
         try:
@@ -219,16 +334,10 @@ class Tracer:
 
     def _lines_of(self, code):
         filename = code.co_filename
-        if not frames.is_user(filename):
+        if not frames.is_user(filename) or \
+                (self.traced is not None and filename not in self.traced):
             return None
-        tests = self.files.get(filename)
-        if tests is None:
-            try:
-                with open(filename, encoding="utf-8", errors="replace") as f:
-                    tests = tests_in(f.read(), filename)
-            except OSError:
-                tests = {}
-            self.files[filename] = tests
+        tests = self._tests_of(filename)
         if not tests:
             return None
         lines = {line for _, line in dis.findlinestarts(code) if line in tests}
@@ -267,28 +376,15 @@ class Tracer:
 
     def _check(self, frame, lines, tests):
         code = frame.f_code
-        line = frame.f_lineno
-        place = (code.co_filename, line)
-        count = self.counts.get(place, 0) + 1
-        self.counts[place] = count
         for test in tests:
             try:
                 value = _evaluate(test.subject, frame)
             except Exception:  # _Unknown, or a name not bound yet
+                test.evaluations += 1
                 continue
-            if not isinstance(value, str):
-                continue  # a torch.device equals no string, on CUDA either
-            cuda = self.twin(value)
-            if cuda is None:
-                continue
-            here, there = test.outcome(value), test.outcome(cuda)
-            if here != there:
-                with self.lock:
-                    self.findings.setdefault((code.co_filename, line, test.code), {
-                        "site": f"{code.co_filename}:{line}", "code": test.code,
-                        "value": value, "cuda": cuda, "here": here, "on_cuda": there})
-        if count >= MAX_EVALUATIONS or all(
-                (code.co_filename, line, t.code) in self.findings for t in lines.get(line, ())):
+            self.judge(test, value)
+        line = frame.f_lineno
+        if all(self.done(t) for t in lines.get(line, ())):
             lines.pop(line, None)
             if not lines:  # every test of the code object decided: not traced again
                 self.codes[code] = None
@@ -305,6 +401,81 @@ class _Answers(dict):
     def __missing__(self, code):
         answer = self[code] = self.tracer.classify(code)
         return answer
+
+
+# Every test rewritten code watches, as (tracer, Test), by its index.
+_TESTS = []
+_LOCK = threading.Lock()
+_current = None  # the tracer of this process's dump
+
+
+def _seen(index, value):
+    """HOOK: a test's subject, on its way to the test."""
+    try:
+        tracer, test = _TESTS[index]
+        if tracer is _current and not tracer.done(test):
+            tracer.judge(test, value)
+    except Exception:  # nothing of ours may change what the user's code does
+        pass
+    return value
+
+
+def compile_user(source, filename):
+    """The script our runner runs, compiled: its tests watched where a dump
+    watches them."""
+    tracer = _current
+    if tracer is None:
+        return compile(source, filename, "exec", dont_inherit=True)
+    return tracer.compile(source, filename)
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Each test's subject (by node) passed through HOOK with its index."""
+
+    def __init__(self, subjects):
+        self.subjects = subjects
+
+    def visit(self, node):
+        index = self.subjects.get(id(node))
+        node = super().visit(node)
+        if index is None:
+            return node
+        call = ast.Call(func=ast.Name(HOOK, ast.Load()),
+                        args=[ast.Constant(index), node], keywords=[])
+        return ast.copy_location(call, node)
+
+
+class _Finder:
+    """On sys.meta_path just before the path finder: the spec the path
+    finder gives, with a loader that watches the tests of a user's file."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader \
+                and frames.is_user(spec.origin):
+            spec.loader = _Loader(fullname, spec.origin, self.tracer)
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """A user's module: rewritten where it holds a test, and then compiled
+    from its source (its cached bytecode is Python's, without the
+    rewriting; none is written of ours); else as Python loads it."""
+
+    def __init__(self, fullname, path, tracer):
+        super().__init__(fullname, path)
+        self.tracer = tracer
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        code = self.tracer.rewritten(self.get_data(path), path)
+        return code if code is not None else super().get_code(fullname)
 
 
 # --- in a compare --------------------------------------------------------------

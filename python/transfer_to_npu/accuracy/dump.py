@@ -746,10 +746,10 @@ def _trace_branches(rec):
         return
     device, backend, _ = backends.TARGETS[backends.installed]
     tracer = _branches.Tracer(device, backend)
-    if tracer.start():
-        rec.run.tracer = tracer
-        rec.trace = tracer.trace
-        rec.undo.append(tracer.stop)
+    tracer.install()
+    rec.run.tracer = tracer
+    rec.trace = tracer.trace
+    rec.undo.append(tracer.stop)
 
 
 def _watch_loading(rec, mode):

@@ -41,7 +41,10 @@ def is_user(filename):
         global _LIBRARIES
         if _LIBRARIES is None:
             _LIBRARIES = _report._internal_prefixes() + _library_dirs()
-        path = os.path.realpath(filename) if not filename.startswith("<") else ""
+        # Most files asked about are a library's, named as such already (an
+        # import's): no look-up of links for them.
+        path = os.path.realpath(filename) if not filename.startswith(("<", *_LIBRARIES)) \
+            else ""
         found = bool(path) and not path.startswith(_LIBRARIES) and os.path.isfile(path)
         _cache[filename] = found
     return found

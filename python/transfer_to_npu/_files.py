@@ -102,8 +102,12 @@ def write_in_new_directory(path, data):
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.part")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.rename(tmp, path)
     except BaseException:
         os.unlink(tmp)

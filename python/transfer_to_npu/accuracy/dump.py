@@ -327,9 +327,12 @@ class Recorder:
         write(os.path.join(place, "dump.json"), json.dumps(head).encode())
         if step.checks:
             _percall.write(place, step.checks)
+        # scalars.json only where the step read one: each file a step makes
+        # is a file created, which costs more than what most steps write.
         for filename, content in (("stack.json", step.stack), ("construct.json", step.construct),
-                                  ("scalars.json", step.scalars)):
-            write(os.path.join(place, filename), json.dumps(content).encode())
+                                  ("scalars.json", step.scalars or None)):
+            if content is not None:
+                write(os.path.join(place, filename), json.dumps(content).encode())
 
     def finish(self):
         """Write the open step (at exit, on Ctrl-C and sys.exit too)."""

@@ -23,10 +23,11 @@ class CompareError(Exception):
 # --- reading dumps -------------------------------------------------------------
 
 def _json(path, default):
-    if not os.path.exists(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
         return default
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 class Part:

@@ -131,7 +131,7 @@ def run_script(opts, target, stream=sys.stdout):
     labels = {"npu": "the migrated run",
               "bench": f"the reference run ({kinds[kind]}"
                        + (", float32" if opts.reference_precision == "fp32" else "") + ")"}
-    procs, logs = {}, {}
+    procs, logs, read = {}, {}, {}
     interrupted = False
     try:
         for side in (("bench", "npu") if "bench" in sides else ("npu",)):
@@ -145,14 +145,24 @@ def run_script(opts, target, stream=sys.stdout):
                                                stderr=subprocess.STDOUT)
             if not at_once:
                 procs[side].wait()
-        for proc in procs.values():
-            proc.wait()
+        # A run's dump is read as soon as it ends, while the other may
+        # still run (a core of the two is free then).
+        running = dict(procs)
+        while running:
+            for side, proc in list(running.items()):
+                if proc.poll() is not None:
+                    del running[side]
+                    read[side] = Dump.load(os.path.join(output, side), required=False)
+            if running:
+                time.sleep(0.05)
     except KeyboardInterrupt:
         interrupted = True
         _stop(procs)
     dumps = {}
     for side in sides:
-        dump = Dump.load(os.path.join(output, side), required=False)
+        dump = read.get(side) if not interrupted else None
+        if dump is None:
+            dump = Dump.load(os.path.join(output, side), required=False)
         dump.returncode = procs[side].returncode if side in procs else None
         dumps[side] = dump
         if dump.returncode not in (0, None) and not interrupted:

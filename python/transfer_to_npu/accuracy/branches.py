@@ -247,12 +247,6 @@ class Tracer:
         if loaded:
             self.start(loaded)
 
-    def compile(self, source, filename):
-        """source (bytes) compiled for filename, its tests watched."""
-        code = self.rewritten(source, filename)
-        return code if code is not None else \
-            compile(source, filename, "exec", dont_inherit=True)
-
     def rewritten(self, source, filename):
         """The code of a user's file with each test's subject passed through
         HOOK; None for a file with no test (compiled as usual)."""
@@ -290,9 +284,9 @@ class Tracer:
             _current = None
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
-        if self.trace is not None and sys.gettrace() is self.trace:
-            sys.settrace(None)
         if self.trace is not None:
+            if sys.gettrace() is self.trace:
+                sys.settrace(None)
             threading.settrace(None)
 
     # -- the trace, for code compiled before
@@ -424,9 +418,8 @@ def compile_user(source, filename):
     """The script our runner runs, compiled: its tests watched where a dump
     watches them."""
     tracer = _current
-    if tracer is None:
-        return compile(source, filename, "exec", dont_inherit=True)
-    return tracer.compile(source, filename)
+    code = tracer.rewritten(source, filename) if tracer is not None else None
+    return code if code is not None else compile(source, filename, "exec", dont_inherit=True)
 
 
 class _Rewriter(ast.NodeTransformer):

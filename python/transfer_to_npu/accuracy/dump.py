@@ -327,12 +327,13 @@ class Recorder:
         write(os.path.join(place, "dump.json"), json.dumps(head).encode())
         if step.checks:
             _percall.write(place, step.checks)
+        files = [("stack.json", step.stack), ("construct.json", step.construct)]
         # scalars.json only where the step read one: each file a step makes
         # is a file created, which costs more than what most steps write.
-        for filename, content in (("stack.json", step.stack), ("construct.json", step.construct),
-                                  ("scalars.json", step.scalars or None)):
-            if content is not None:
-                write(os.path.join(place, filename), json.dumps(content).encode())
+        if step.scalars:
+            files.append(("scalars.json", step.scalars))
+        for filename, content in files:
+            write(os.path.join(place, filename), json.dumps(content).encode())
 
     def finish(self):
         """Write the open step (at exit, on Ctrl-C and sys.exit too)."""
